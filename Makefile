@@ -1,0 +1,49 @@
+# lmrl — set-up, training, tests, benchmarks.  `make help` lists the targets.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch lies on local disk on our machines; an unpinned torch pulls a 5 GB CUDA build.
+TORCH_VERSION ?= 2.13.0
+STAMP := $(VENV)/.installed
+# Extra arguments for `make train`, e.g. `make train ARGS="task=maze_po algo=bc"`.
+ARGS ?=
+
+export WANDB_MODE ?= offline
+export TOKENIZERS_PARALLELISM ?= false
+export HF_HUB_OFFLINE ?= 1
+
+.PHONY: help install system-deps train test test-slow bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+install: $(STAMP) system-deps  ## virtualenv + CPU torch + lmrl with all extras + Debian packages
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
+	$(PY) -m pip install --quiet -e ".[all,dev]"
+	@touch $(STAMP)
+
+system-deps:  ## Debian packages (stockfish for the chess tasks); skipped with a message when not root
+	@if [ -x /usr/games/stockfish ] || command -v stockfish >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing stockfish (apt-get)"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stockfish >/dev/null; \
+	else echo "note: stockfish not installed (needs root + apt-get); the chess tasks need it"; fi
+
+train: install  ## set-up + the default run (maze_fo, filtered BC, tiny GPT-2, CPU)
+	$(PY) -m lmrl.train $(ARGS)
+
+test: install  ## set-up + the fast test tier
+	$(PY) -m pytest -q -m "not slow" --timeout=900
+
+test-slow: install  ## the slow tier: learning tests (policy beats a baseline measured in the test)
+	$(PY) -m pytest -q -m slow --timeout=3600
+
+bench: install  ## benchmarks, JSON under results/bench/
+	$(PY) -m lmrl.bench
+
+clean:  ## remove outputs and caches (keeps the virtualenv)
+	rm -rf outputs multirun .cache .pytest_cache
