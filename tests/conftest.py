@@ -1,0 +1,20 @@
+"""Shared fixtures: a character-level tokenizer for hand-computed token indices."""
+
+from __future__ import annotations
+
+import pytest
+
+
+class CharTokenizer:
+    """One token per character (id = code point): makes token indices computable by hand."""
+
+    pad_token_id = 0
+    eos_token_id = None
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": [ord(c) for c in text]}
+
+
+@pytest.fixture
+def char_tokenizer() -> CharTokenizer:
+    return CharTokenizer()
