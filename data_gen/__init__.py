@@ -1,0 +1,1 @@
+"""Scripted-policy dataset generators for the LMRL-Gym tasks (one module per task)."""

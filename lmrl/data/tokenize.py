@@ -1,0 +1,146 @@
+"""The token-level MDP shared by every algorithm.
+
+A conversation becomes one token sequence: every `Text` segment is tokenized on its own
+(no BPE merge crosses a speaker boundary) and the pieces are concatenated.  Per token:
+`action_mask` marks agent tokens; a turn's reward sits on its last token.
+
+Shift convention (the original's, used by BC, MC, ILQL and PPO alike), for a sequence of
+length T and per-step arrays of length T-1:
+  * position t is a *decision point* when token t+1 is an agent token;
+  * `step_rewards[t] = rewards[t+1]`;
+  * the next state of decision t is the next decision point after t.  Inside an utterance
+    that is t+1; after an utterance's last token it is the last token of the environment's
+    reply (environment tokens are skipped, never transitions).  -1 marks "none left".
+
+Tasks whose policy sees only a window of the history (maze FO sees one observation, PO
+the last 40 segments) are cut into one sequence per action: the window as state, then
+the action.  Agent text inside the window is state, not a decision of that sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from lmrl.envs.base import Episode, Text, history_window
+
+NO_NEXT = -1
+
+
+@dataclass
+class TokenSequence:
+    """One training sequence; arrays are token-aligned (length T)."""
+
+    input_ids: np.ndarray  # int32 [T]
+    action_mask: np.ndarray  # bool  [T]  agent tokens that are decisions of this sequence
+    rewards: np.ndarray  # float32 [T] reward on the last token of each action
+    done: bool  # the sequence ends its episode (terminal: no bootstrap after it)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+class SegmentEncoder:
+    """Tokenizes text segments one at a time, memoizing repeats (task text repeats a lot)."""
+
+    def __init__(self, tokenizer, cache_size: int = 1 << 16):
+        self.tokenizer = tokenizer
+        self._encode = lru_cache(maxsize=cache_size)(self._encode_uncached)
+
+    def _encode_uncached(self, text: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def __call__(self, text: str) -> tuple[int, ...]:
+        return self._encode(text)
+
+
+def tokenize_segments(
+    segments: Sequence[Text],
+    rewards: Sequence[float],
+    encode: SegmentEncoder,
+    max_length: int | None = None,
+    done: bool = True,
+) -> TokenSequence:
+    """Per-segment tokenization with rewards on last action tokens; left-truncated to `max_length`."""
+    ids: list[int] = []
+    mask: list[bool] = []
+    rew: list[float] = []
+    for seg, r in zip(segments, rewards, strict=True):
+        piece = encode(seg.text)
+        if not piece:
+            continue
+        ids += piece
+        mask += [seg.is_action] * len(piece)
+        rew += [0.0] * (len(piece) - 1) + [float(r) if seg.is_action else 0.0]
+    if max_length is not None and len(ids) > max_length:
+        # Left truncation keeps the end of the conversation: the part the next action depends on.
+        ids, mask, rew = ids[-max_length:], mask[-max_length:], rew[-max_length:]
+    return TokenSequence(
+        np.asarray(ids, dtype=np.int32), np.asarray(mask, dtype=bool), np.asarray(rew, dtype=np.float32), done
+    )
+
+
+def episode_to_sequences(
+    episode: Episode, encode: SegmentEncoder, last_k: int | None, max_length: int | None
+) -> Iterator[TokenSequence]:
+    """Whole-history tasks give one sequence; windowed tasks one per action (window -> action)."""
+    if last_k is None:
+        yield tokenize_segments(episode.turns, episode.rewards, encode, max_length, episode.done)
+        return
+    action_idx = [i for i, t in enumerate(episode.turns) if t.is_action]
+    for n, i in enumerate(action_idx):
+        state = [Text(t.text, False) for t in history_window(episode.turns[:i], last_k)]
+        segments = state + [episode.turns[i]]
+        rewards = [0.0] * len(state) + [episode.rewards[i]]
+        is_last = n == len(action_idx) - 1
+        yield tokenize_segments(segments, rewards, encode, max_length, done=episode.done and is_last)
+
+
+def decision_points(action_mask: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """[..., T] -> [..., T-1]: position t decides when token t+1 is a (real) agent token."""
+    decide = action_mask[..., 1:].bool()
+    if attention_mask is not None:
+        decide = decide & attention_mask[..., 1:].bool()
+    return decide
+
+
+def next_decision_index(decide: torch.Tensor) -> torch.Tensor:
+    """[..., L] bool -> [..., L] long: the first decision point strictly after t, else NO_NEXT.
+
+    Vectorized as a reversed cumulative minimum over `t if decide[t] else BIG`.
+    """
+    length = decide.shape[-1]
+    big = length  # any value >= length means "none"
+    pos = torch.arange(length, device=decide.device).expand_as(decide)
+    idx = torch.where(decide, pos, torch.full_like(pos, big))
+    suffix_min = torch.flip(torch.cummin(torch.flip(idx, [-1]), dim=-1).values, [-1])
+    nxt = torch.cat([suffix_min[..., 1:], torch.full_like(suffix_min[..., :1], big)], dim=-1)
+    return torch.where(nxt >= big, torch.full_like(nxt, NO_NEXT), nxt)
+
+
+def collate(seqs: Sequence[TokenSequence], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad a batch; explicit attention masks (a pad id may equal a real token id)."""
+    length = max(len(s) for s in seqs)
+    batch = len(seqs)
+    input_ids = torch.full((batch, length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((batch, length), dtype=torch.long)
+    action_mask = torch.zeros((batch, length), dtype=torch.bool)
+    rewards = torch.zeros((batch, length), dtype=torch.float32)
+    for b, s in enumerate(seqs):
+        n = len(s)
+        input_ids[b, :n] = torch.from_numpy(s.input_ids.astype(np.int64))
+        attention_mask[b, :n] = 1
+        action_mask[b, :n] = torch.from_numpy(s.action_mask)
+        rewards[b, :n] = torch.from_numpy(s.rewards)
+    dones = torch.tensor([s.done for s in seqs], dtype=torch.bool)
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "action_mask": action_mask,
+        "rewards": rewards,
+        "dones": dones,
+    }

@@ -1,0 +1,82 @@
+"""Token-level MDP tensors on a hand-made episode (character tokens, so indices are countable)."""
+
+import numpy as np
+import torch
+
+from lmrl.data.tokenize import (
+    NO_NEXT,
+    SegmentEncoder,
+    collate,
+    decision_points,
+    episode_to_sequences,
+    next_decision_index,
+    tokenize_segments,
+)
+from lmrl.envs.base import Episode, Text
+
+# obs "xy", act "ab" (reward -1), obs "z", act "c" (reward 0) -> tokens x y a b z c at 0..5
+EPISODE = Episode([Text("xy", False), Text("ab", True), Text("z", False), Text("c", True)], [0, -1, 0, 0], True, {})
+
+
+def test_per_segment_tensors(char_tokenizer):
+    seq = tokenize_segments(EPISODE.turns, EPISODE.rewards, SegmentEncoder(char_tokenizer))
+    assert seq.input_ids.tolist() == [ord(c) for c in "xyabzc"]
+    assert seq.action_mask.tolist() == [False, False, True, True, False, True]
+    # the turn reward sits on the last token of its action ("b" at index 3)
+    assert seq.rewards.tolist() == [0, 0, 0, -1, 0, 0]
+    assert seq.done
+
+
+def test_decision_points_and_next_state(char_tokenizer):
+    seq = tokenize_segments(EPISODE.turns, EPISODE.rewards, SegmentEncoder(char_tokenizer))
+    decide = decision_points(torch.from_numpy(seq.action_mask))
+    # position t decides when token t+1 is an agent token: t=1 (->a), t=2 (->b), t=4 (->c)
+    assert decide.tolist() == [False, True, True, False, True]
+    nxt = next_decision_index(decide)
+    # inside "ab": 1 -> 2; after "b" the env token "z" is skipped: 2 -> 4 (h[4] predicts "c"); 4 is last
+    assert nxt.tolist() == [1, 2, 4, 4, NO_NEXT]
+    step_rewards = torch.from_numpy(seq.rewards)[1:]
+    assert step_rewards.tolist() == [0, 0, -1, 0, 0]
+
+
+def test_next_decision_batched_with_padding():
+    decide = torch.tensor([[True, False, True, False], [False, False, False, True]])
+    attn = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    assert next_decision_index(decide).tolist() == [[2, 2, NO_NEXT, NO_NEXT], [3, 3, 3, NO_NEXT]]
+    masked = decision_points(torch.tensor([[0, 1, 0, 1, 1], [0, 0, 0, 0, 1]]), attn)
+    assert masked.tolist() == [[True, False, True, False], [False, False, False, True]]
+
+
+def test_left_truncation_keeps_the_end(char_tokenizer):
+    seq = tokenize_segments(EPISODE.turns, EPISODE.rewards, SegmentEncoder(char_tokenizer), max_length=4)
+    assert seq.input_ids.tolist() == [ord(c) for c in "abzc"]
+    assert seq.action_mask.tolist() == [True, True, False, True]
+    assert seq.rewards.tolist() == [0, -1, 0, 0]
+
+
+def test_windowed_sequences_one_per_action(char_tokenizer):
+    enc = SegmentEncoder(char_tokenizer)
+    first, second = episode_to_sequences(EPISODE, enc, last_k=1, max_length=None)
+    assert first.input_ids.tolist() == [ord(c) for c in "xyab"] and first.action_mask.tolist() == [0, 0, 1, 1]
+    assert second.input_ids.tolist() == [ord(c) for c in "zc"] and second.action_mask.tolist() == [0, 1]
+    assert (first.done, second.done) == (False, True)
+    # a wider window puts the earlier action in the state: it is context, not a decision here
+    _, wide = episode_to_sequences(EPISODE, enc, last_k=2, max_length=None)
+    assert wide.input_ids.tolist() == [ord(c) for c in "abzc"]
+    assert wide.action_mask.tolist() == [0, 0, 0, 1] and wide.rewards.tolist() == [0, 0, 0, 0]
+
+
+def test_whole_history_is_one_sequence(char_tokenizer):
+    (seq,) = episode_to_sequences(EPISODE, SegmentEncoder(char_tokenizer), last_k=None, max_length=None)
+    assert len(seq) == 6
+
+
+def test_collate_right_pads_with_masks(char_tokenizer):
+    enc = SegmentEncoder(char_tokenizer)
+    a, b = episode_to_sequences(EPISODE, enc, last_k=1, max_length=None)
+    batch = collate([a, b], pad_id=0)
+    assert batch["input_ids"].shape == (2, 4)
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    assert batch["action_mask"][1].tolist() == [False, True, False, False]
+    assert batch["dones"].tolist() == [False, True]
+    assert np.isclose(batch["rewards"][0, 3].item(), -1.0)
