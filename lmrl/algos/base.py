@@ -1,0 +1,65 @@
+"""Typed algorithm configs and the trainer factory (no if/elif over algorithm names).
+
+Each `conf/algo/*.yaml` names a trainer class in `_target_`; the class names its config
+dataclass in `config_class`.  The YAML is merged onto the dataclass schema (unknown keys
+and wrong types fail here, naming the key) and then `validate()` checks ranges — all
+before any data is built or a step is taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message names the key."""
+
+
+def typed_config(schema: type, node: DictConfig):
+    """Merge `node` (without `_target_`) onto the dataclass `schema` and validate it."""
+    values = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"}
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), values)
+        obj = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"invalid {schema.__name__}: {e}") from None
+    problems = obj.validate()
+    if problems:
+        raise ConfigError(f"invalid {schema.__name__}: " + "; ".join(problems))
+    return obj
+
+
+def build_trainer(algo: DictConfig, **deps):
+    """Instantiate the trainer named by `algo._target_` with its validated typed config."""
+    cls = get_class(algo._target_)
+    return cls(typed_config(cls.config_class, algo), **deps)
+
+
+@dataclass
+class OptimFields:
+    """Optimization fields every trainer shares (AdamW + warm-up + cosine + clipping)."""
+
+    steps: int = 500
+    batch_size: int = 64
+    lr: float = 1e-3
+    warmup_steps: int = 20
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    min_lr_ratio: float = 0.1
+
+    def validate(self) -> list[str]:
+        problems = []
+        for key in ("steps", "batch_size"):
+            if getattr(self, key) < 1:
+                problems.append(f"{key} must be >= 1 (got {getattr(self, key)})")
+        if not self.lr > 0:
+            problems.append(f"lr must be > 0 (got {self.lr})")
+        if self.warmup_steps < 0 or self.weight_decay < 0 or self.grad_clip <= 0:
+            problems.append("warmup_steps and weight_decay must be >= 0, grad_clip > 0")
+        if not 0 <= self.min_lr_ratio <= 1:
+            problems.append(f"min_lr_ratio must be in [0, 1] (got {self.min_lr_ratio})")
+        return problems

@@ -1,0 +1,126 @@
+"""Behaviour cloning and filtered BC (%BC): cross-entropy on agent tokens only."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from lmrl.algos.base import OptimFields
+from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, episode_to_sequences
+from lmrl.dist import OptimConfig
+from lmrl.envs.base import Episode
+from lmrl.models.factory import model_max_length
+from lmrl.rollout.policy import LMPolicy
+
+log = logging.getLogger(__name__)
+
+
+def bc_loss(logits: torch.Tensor, input_ids: torch.Tensor, action_mask: torch.Tensor, attention_mask: torch.Tensor):
+    """Mean next-token NLL over agent tokens.  logits [B,T,V]; ids/masks [B,T].
+
+    Position t predicts token t+1, so targets and weights are the `[:, 1:]` side.
+    """
+    targets = input_ids[:, 1:]
+    weights = (action_mask[:, 1:].bool() & attention_mask[:, 1:].bool()).float()  # [B, T-1]
+    nll = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets.flatten(), reduction="none")
+    return (nll.view_as(targets) * weights).sum() / weights.sum().clamp(min=1.0)
+
+
+@dataclass
+class BCConfig(OptimFields):
+    name: str = "bc"
+    # Log train/loss every this many steps.
+    log_every: int = 25
+
+
+@dataclass
+class FilteredBCConfig(BCConfig):
+    name: str = "filtered_bc"
+    # Keep episodes whose return is at least the (1 - top_fraction) percentile.
+    top_fraction: float = 0.1
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        if not 0 < self.top_fraction <= 1:
+            problems.append(f"top_fraction must be in (0, 1] (got {self.top_fraction})")
+        return problems
+
+
+def top_fraction(episodes: list[Episode], fraction: float) -> list[Episode]:
+    """The original's filter: keep `return >= percentile(returns, 100 * (1 - fraction))`."""
+    returns = np.array([ep.total_return for ep in episodes])
+    threshold = np.percentile(returns, 100 * (1 - fraction))
+    return [ep for ep, r in zip(episodes, returns) if r >= threshold]
+
+
+class BCTrainer:
+    config_class = BCConfig
+
+    def __init__(self, cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int = 0):
+        self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
+        self.max_length = model_max_length(model)
+        self.generator = torch.Generator().manual_seed(seed)
+        engine.setup(model, OptimConfig(cfg.lr, cfg.steps, cfg.warmup_steps, cfg.weight_decay, grad_clip=cfg.grad_clip,
+                                        min_lr_ratio=cfg.min_lr_ratio))
+
+    def select(self, episodes: Iterable[Episode]) -> list[Episode]:
+        return list(episodes)
+
+    def sequences(self) -> list[TokenSequence]:
+        episodes = self.select(self.task.episodes())
+        encode = SegmentEncoder(self.tokenizer)
+        seqs = [s for ep in episodes for s in episode_to_sequences(ep, encode, self.task.history_window, self.max_length)]
+        log.info("%s: %d episodes -> %d training sequences", self.cfg.name, len(episodes), len(seqs))
+        return [s for s in seqs if s.action_mask[1:].any()]
+
+    def batches(self, seqs: list[TokenSequence]):
+        """Endless shuffled epochs of collated batches."""
+        while True:
+            order = torch.randperm(len(seqs), generator=self.generator).tolist()
+            for i in range(0, max(1, len(order) - self.cfg.batch_size + 1), self.cfg.batch_size):
+                yield collate([seqs[j] for j in order[i : i + self.cfg.batch_size]], self.tokenizer.pad_token_id)
+
+    def fit(self) -> dict:
+        seqs = self.sequences()
+        self.engine.train()
+        batches, tokens, start = self.batches(seqs), 0, time.perf_counter()
+        bar = tqdm(range(self.cfg.steps), desc=f"train {self.cfg.name}", unit="step")
+        for step in bar:
+            batch = next(batches)
+            out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            loss = bc_loss(out.logits, batch["input_ids"].to(out.logits.device),
+                           batch["action_mask"].to(out.logits.device), batch["attention_mask"].to(out.logits.device))
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite BC loss at step {step}: {loss.item()}")
+            self.engine.backward(loss)
+            stats = self.engine.step()
+            tokens += int(batch["attention_mask"].sum())
+            if step % self.cfg.log_every == 0 or step == self.cfg.steps - 1:
+                bar.set_postfix(loss=f"{loss.item():.4f}")
+                self.logger.log({"train/loss": loss.item(), "train/lr": stats["lr"],
+                                 "train/grad_norm": stats["grad_norm"]}, step=step)
+        elapsed = time.perf_counter() - start
+        return {"train_loss": loss.item(), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
+                "train_seconds": elapsed, "train_tokens_per_s": tokens / elapsed}
+
+    def policy(self, eval_cfg, seed: int) -> LMPolicy:
+        """The policy to evaluate: the trained LM sampled at the task's temperature."""
+        return LMPolicy(self.engine.unwrap(), self.tokenizer, self.task.history_window, eval_cfg.max_input_tokens,
+                        eval_cfg.max_new_tokens, eval_cfg.temperature, eval_cfg.batch_size, seed)
+
+
+class FilteredBCTrainer(BCTrainer):
+    config_class = FilteredBCConfig
+
+    def select(self, episodes: Iterable[Episode]) -> list[Episode]:
+        episodes = list(episodes)
+        kept = top_fraction(episodes, self.cfg.top_fraction)
+        log.info("filtered BC keeps %d of %d episodes (top %.0f%%)", len(kept), len(episodes), 100 * self.cfg.top_fraction)
+        return kept

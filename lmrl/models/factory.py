@@ -1,0 +1,93 @@
+"""Model factory: a tiny GPT-2 trained from scratch (the CPU default) or any pretrained causal LM.
+
+Both builders take the same keyword `corpus` (a callable returning an iterator over the
+task's texts), so `hydra.utils.instantiate(cfg.model, corpus=...)` works for either; the
+pretrained one ignores it.  Both return `(model, tokenizer)` with a pad token set —
+training always passes explicit attention masks, so pad may equal eos safely.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Iterable
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+log = logging.getLogger(__name__)
+
+EOS = "<|endoftext|>"
+PAD = "<|pad|>"
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE trained on task text.  Newlines are isolated before merging, so a
+    newline is always a token of its own: the policy's end-of-turn signal."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS, PAD],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, bos_token=EOS, pad_token=PAD)
+
+
+def build_tiny(
+    corpus: Callable[[], Iterable[str]],
+    vocab_size: int = 512,
+    n_layer: int = 2,
+    n_embd: int = 128,
+    n_head: int = 4,
+    n_positions: int = 512,
+    dropout: float = 0.0,
+    **_: object,
+):
+    """GPT-2 architecture from a config (random init) with a tokenizer trained on `corpus()`."""
+    tokenizer = train_tokenizer(corpus(), vocab_size)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_positions=n_positions,
+        resid_pdrop=dropout,
+        embd_pdrop=dropout,
+        attn_pdrop=dropout,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = GPT2LMHeadModel(config)
+    log.info("tiny GPT-2: %.2fM parameters, vocab %d", sum(p.numel() for p in model.parameters()) / 1e6, len(tokenizer))
+    return model, tokenizer
+
+
+def load_pretrained(path: str, dtype: str = "float32", corpus: Callable | None = None, **_: object):
+    """Any HF causal LM by hub id or local directory (`save_pretrained` output)."""
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    except OSError as e:
+        hint = " (HF_HUB_OFFLINE=1: give a local directory, e.g. model.path=/path/to/saved_model)" if offline else ""
+        raise OSError(f"could not load pretrained model {path!r}{hint}: {e}") from e
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def model_max_length(model) -> int:
+    """The context size of a causal LM (GPT-2: n_positions; others: max_position_embeddings)."""
+    cfg = model.config
+    return int(getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", 1024))

@@ -1,0 +1,78 @@
+"""Policies: anything with `act(histories) -> actions`, batched over episodes."""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol, Sequence
+
+import torch
+
+from lmrl.data.tokenize import SegmentEncoder, tokenize_segments
+from lmrl.envs.base import History, Text, history_window
+from lmrl.models.factory import model_max_length
+from lmrl.rollout.sampler import newline_stop_mask, sample_turns
+
+
+class Policy(Protocol):
+    def act(self, histories: Sequence[History]) -> list[str]: ...
+
+
+def end_turn(text: str) -> str:
+    """Keep the text up to its first newline and end it with exactly one (the original's rule)."""
+    return text.split("\n", 1)[0] + "\n"
+
+
+class LMPolicy:
+    """Samples each agent turn from a causal LM, conditioned on the task's history window."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        history_window: int | None,
+        max_input_tokens: int,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        batch_size: int = 256,
+        seed: int = 0,
+        logits_hook=None,
+    ):
+        self.model, self.tokenizer = model, tokenizer
+        # The prompt plus the turn being generated must fit the model's context.
+        self.window = history_window
+        self.max_input_tokens = min(max_input_tokens, model_max_length(model) - max_new_tokens)
+        self.max_new_tokens, self.temperature, self.batch_size = max_new_tokens, temperature, batch_size
+        self.encode = SegmentEncoder(tokenizer)
+        vocab = model.get_output_embeddings().weight.shape[0]
+        self.stop_mask = newline_stop_mask(tokenizer, vocab)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.logits_hook = logits_hook
+
+    def prompt_ids(self, history: History) -> list[int]:
+        segments = [Text(t.text, False) for t in history_window(history, self.window)]
+        seq = tokenize_segments(segments, [0.0] * len(segments), self.encode, self.max_input_tokens)
+        return seq.input_ids.tolist()
+
+    def act(self, histories: Sequence[History]) -> list[str]:
+        was_training = self.model.training
+        self.model.eval()
+        prompts = [self.prompt_ids(h) for h in histories]
+        actions: list[str] = []
+        for start in range(0, len(prompts), self.batch_size):
+            rows = sample_turns(
+                self.model, prompts[start : start + self.batch_size], self.stop_mask, self.tokenizer.pad_token_id,
+                self.max_new_tokens, self.temperature, self.generator, self.logits_hook,
+            )
+            actions += [end_turn(self.tokenizer.decode(r, skip_special_tokens=True)) for r in rows]
+        self.model.train(was_training)
+        return actions
+
+
+class RandomPolicy:
+    """Uniform over a fixed list of actions: the baseline learning tests compare against."""
+
+    def __init__(self, actions: Sequence[str], seed: int = 0):
+        self.actions, self.rng = list(actions), random.Random(seed)
+
+    def act(self, histories: Sequence[History]) -> list[str]:
+        return [self.rng.choice(self.actions) for _ in histories]

@@ -1,0 +1,93 @@
+"""Batched sampling with a KV cache, stopping each row at the end of its turn.
+
+Prompts are left-padded with explicit attention masks and position ids, so rows of
+different lengths share one forward pass.  A row stops when it emits any token whose text
+contains a newline (agent turns end in `\\n`) or the eos token.  `logits_hook` lets
+value-guided policies (ILQL, MC) add their term to the logits of each step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+LogitsHook = Callable[[torch.Tensor, int], torch.Tensor]  # (logits [B, V], step) -> logits
+
+
+def newline_stop_mask(tokenizer, vocab_size: int) -> torch.Tensor:
+    """[V] bool: tokens that end a turn (contain a newline, or are eos)."""
+    mask = torch.zeros(vocab_size, dtype=torch.bool)
+    for i in range(min(vocab_size, len(tokenizer))):
+        if "\n" in tokenizer.decode([i]):
+            mask[i] = True
+    if tokenizer.eos_token_id is not None:
+        mask[tokenizer.eos_token_id] = True
+    return mask
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    length = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), length), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(prompts), length), dtype=torch.long)
+    for b, p in enumerate(prompts):
+        if len(p):
+            ids[b, length - len(p) :] = torch.as_tensor(list(p), dtype=torch.long)
+            attn[b, length - len(p) :] = 1
+    return ids, attn
+
+
+def pick(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    """Sample from softmax(logits / T); T = 0 is greedy."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@torch.no_grad()
+def sample_turns(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    stop_mask: torch.Tensor,
+    pad_id: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    logits_hook: LogitsHook | None = None,
+) -> list[list[int]]:
+    """Generate one turn per prompt; returns each row's new tokens up to and including its stop token."""
+    device = next(model.parameters()).device
+    ids, attn = left_pad(prompts, pad_id)
+    ids, attn = ids.to(device), attn.to(device)
+    positions = (attn.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True)
+    past, logits = out.past_key_values, out.logits[:, -1]
+    next_pos = positions[:, -1] + 1
+    finished = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+    stop_mask = stop_mask.to(device)
+    new_tokens = []
+    for step in range(max_new_tokens):
+        if logits_hook is not None:
+            logits = logits_hook(logits, step)
+        tok = pick(logits, temperature, generator).to(device)
+        tok = torch.where(finished, torch.full_like(tok, pad_id), tok)
+        new_tokens.append(tok)
+        finished |= stop_mask[tok]
+        if bool(finished.all()) or step == max_new_tokens - 1:
+            break
+        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=-1)
+        out = model(
+            input_ids=tok[:, None], attention_mask=attn, position_ids=next_pos[:, None], past_key_values=past,
+            use_cache=True,
+        )
+        past, logits, next_pos = out.past_key_values, out.logits[:, -1], next_pos + 1
+    return _cut_rows(torch.stack(new_tokens, dim=1).tolist(), stop_mask.tolist())
+
+
+def _cut_rows(rows: list[list[int]], stop: list[bool]) -> list[list[int]]:
+    out = []
+    for row in rows:
+        end = next((k + 1 for k, t in enumerate(row) if stop[t]), len(row))
+        out.append(row[:end])
+    return out
