@@ -1,0 +1,144 @@
+"""Value-learning losses for MC returns and ILQL, as pure functions of tensors.
+
+Per-step arrays follow the shift convention of `lmrl.data.tokenize` (length L = T-1; position t
+evaluates token t+1).  `decide` [B, L] marks decision points (padding already removed),
+`step_rewards` [B, L] = rewards[:, 1:], `next_idx` [B, L] = `next_decision_index(decide)`.
+Every loss sums over decision points and divides by n = #decision points in the batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from lmrl.data.tokenize import NO_NEXT
+
+
+def _masked_mean(x: Tensor, decide: Tensor) -> Tensor:
+    """Σ_{decisions} x / n.  Indexing (not multiplying by a mask) keeps padding garbage out of the graph."""
+    return x[decide].float().sum() / decide.sum().clamp(min=1)
+
+
+def gather_tokens(values: Tensor, tokens: Tensor) -> Tensor:
+    """values [B, L, V], tokens [B, L] -> [B, L]: values[b, t, tokens[b, t]]."""
+    return values.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+
+
+def mc_returns(step_rewards: Tensor, decide: Tensor, next_idx: Tensor, tail: Tensor, gamma: float) -> Tensor:
+    """Discounted reward-to-go at each decision point; 0 elsewhere.  -> [B, L], no gradient.
+
+    G[t] = r[t] + γ · (G[next_idx[t]] if there is one, else tail).  `tail` [B] is the return of the
+    next chunk at its first decision point (0 when this chunk ends the episode).
+    """
+    rewards, tail = step_rewards.detach(), tail.detach().to(step_rewards.dtype)
+    returns = torch.zeros_like(rewards)  # [B, L]
+    rows = torch.arange(rewards.shape[0], device=rewards.device)
+    for t in reversed(range(rewards.shape[1])):
+        nxt = next_idx[:, t]  # [B]
+        # MC: γ once per agent token; the next state skips environment tokens
+        later = torch.where(nxt == NO_NEXT, tail, returns[rows, nxt.clamp(min=0)])
+        returns[:, t] = torch.where(decide[:, t], rewards[:, t] + gamma * later, 0.0)
+    return returns
+
+
+def bellman_targets(
+    step_rewards: Tensor, decide: Tensor, next_idx: Tensor, v: Tensor, v_final: Tensor, gamma: float
+) -> Tensor:
+    """y[t] = r[t] + γ · V(next decision point), V = v_final after the last one; 0 off decisions.  -> [B, L].
+
+    v [B, L] is the online V; v_final [B] is 0 for done sequences, else V of the next chunk's state.
+    """
+    v, v_final = v.detach(), v_final.detach().to(v.dtype)  # ILQL: targets carry no gradient
+    # ILQL: next-state value skips env tokens (next_idx points at the next decision, not t+1)
+    v_next = torch.where(next_idx == NO_NEXT, v_final.unsqueeze(-1), v.gather(-1, next_idx.clamp(min=0)))  # [B, L]
+    return torch.where(decide, step_rewards.detach() + gamma * v_next, 0.0)
+
+
+def expectile_loss(v: Tensor, target: Tensor, decide: Tensor, tau: float) -> Tensor:
+    """Σ w · ½ (V - q̂)² / n with w = τ where q̂ >= V else 1-τ.  v, target [B, L] -> scalar."""
+    target = target.detach()
+    weight = torch.where(target >= v.detach(), tau, 1.0 - tau)  # [B, L]; τ > ½ pushes V up toward max Q
+    return _masked_mean(weight * 0.5 * (v - target) ** 2, decide)
+
+
+def q_loss(q_taken: Tensor, target: Tensor, decide: Tensor) -> Tensor:
+    """Σ ½ (Q(s, a) - y)² / n.  q_taken, target [B, L] -> scalar; the target is not differentiated."""
+    return _masked_mean(0.5 * (q_taken - target.detach()) ** 2, decide)
+
+
+def cql_loss(q_all: Tensor, tokens: Tensor, decide: Tensor) -> Tensor:
+    """Σ [logsumexp_v Q(s, v) - Q(s, a)] / n: cross-entropy with Q as logits.  q_all [B, L, V] -> scalar."""
+    q = q_all[decide].float()  # [n, V]; only decision rows, so the float copy stays small
+    taken = q.gather(-1, tokens[decide].long().unsqueeze(-1)).squeeze(-1)  # [n]
+    return (torch.logsumexp(q, dim=-1) - taken).sum() / decide.sum().clamp(min=1)
+
+
+def ilql_loss(
+    q1_all: Tensor,
+    q2_all: Tensor,
+    v: Tensor,
+    target_q1_taken: Tensor,
+    target_q2_taken: Tensor,
+    tokens: Tensor,
+    step_rewards: Tensor,
+    decide: Tensor,
+    next_idx: Tensor,
+    v_final: Tensor,
+    gamma: float,
+    tau: float,
+    cql_weight: float,
+) -> tuple[Tensor, dict[str, float]]:
+    """L = L_Q1 + L_Q2 + L_V + cql_weight · (CQL_1 + CQL_2)  (algorithms.md §3.2).
+
+    q*_all [B, L, V] online Q heads; v [B, L] online V; target_q*_taken [B, L] target-network Q of the
+    taken tokens; tokens [B, L] = input_ids[:, 1:]; v_final [B] bootstrap after the last decision.
+    """
+    y = bellman_targets(step_rewards, decide, next_idx, v, v_final, gamma)  # [B, L], online V, detached
+    q1, q2 = gather_tokens(q1_all, tokens), gather_tokens(q2_all, tokens)  # [B, L]
+    q_hat = torch.minimum(target_q1_taken, target_q2_taken).detach()  # ILQL: V regresses on min target Q
+    l_q1, l_q2 = q_loss(q1, y, decide), q_loss(q2, y, decide)
+    l_v = expectile_loss(v, q_hat, decide, tau)
+    l_cql = cql_loss(q1_all, tokens, decide) + cql_loss(q2_all, tokens, decide)
+    loss = l_q1 + l_q2 + l_v + cql_weight * l_cql
+    logs = {
+        "q1_loss": l_q1.item(),
+        "q2_loss": l_q2.item(),
+        "v_loss": l_v.item(),
+        "cql_loss": l_cql.item(),
+        "q_mean": _masked_mean((q1.detach() + q2.detach()) / 2, decide).item(),
+        "v_mean": _masked_mean(v.detach(), decide).item(),
+        "target_mean": _masked_mean(y, decide).item(),
+    }
+    return loss, logs
+
+
+def mc_loss(
+    q_all: Tensor,
+    tokens: Tensor,
+    step_rewards: Tensor,
+    decide: Tensor,
+    next_idx: Tensor,
+    tail: Tensor,
+    gamma: float,
+    cql_weight: float,
+) -> tuple[Tensor, dict[str, float]]:
+    """L = Σ ½ (Q(s, a) - G)² / n + cql_weight · CQL  (algorithms.md §2).  q_all [B, L, V]."""
+    returns = mc_returns(step_rewards, decide, next_idx, tail, gamma)  # [B, L]
+    q = gather_tokens(q_all, tokens)  # [B, L]
+    l_q = q_loss(q, returns, decide)
+    l_cql = cql_loss(q_all, tokens, decide)
+    loss = l_q + cql_weight * l_cql
+    logs = {
+        "q_loss": l_q.item(),
+        "cql_loss": l_cql.item(),
+        "q_mean": _masked_mean(q.detach(), decide).item(),
+        "target_mean": _masked_mean(returns, decide).item(),
+    }
+    return loss, logs
+
+
+@torch.no_grad()
+def polyak_update(target: nn.Module, online: nn.Module, alpha: float) -> None:
+    """θ_tgt ← α·θ + (1-α)·θ_tgt for every parameter pair (α weights the online net, as optax)."""
+    for p_tgt, p in zip(target.parameters(), online.parameters(), strict=True):
+        p_tgt.mul_(1.0 - alpha).add_(p.to(p_tgt.dtype), alpha=alpha)
