@@ -1,13 +1,16 @@
 """`python -m lmrl.bench` (`make bench`): throughput numbers the README quotes, as JSON.
 
-Measures, for the tiny model on maze FO data: BC training tokens/s (forward + backward +
-optimizer step) and evaluation throughput (batched turn generation with a KV cache, env
-steps/s over full episodes).  Writes `results/bench/foundation.json`.
+Measures, for the tiny model on maze FO data: BC and ILQL training tokens/s (forward +
+backward + optimizer step), evaluation throughput (batched turns with a KV cache, env
+steps/s over full episodes), and sampling tokens/s of plain vs value-guided sampling vs
+Hugging Face `generate` on the same model, batch, prompts and lengths.
+Writes `results/bench/foundation.json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -19,12 +22,15 @@ import torch
 
 from data_gen.maze import generate
 from lmrl.algos.bc import bc_loss
-from lmrl.data.tokenize import SegmentEncoder, collate, episode_to_sequences
+from lmrl.algos.value_rl import ILQLConfig, ILQLTrainer
+from lmrl.data.tokenize import SegmentEncoder, collate, episode_to_chain, episode_to_sequences
 from lmrl.dist import OptimConfig, TorchEngine
 from lmrl.envs.maze import MazeEnv
 from lmrl.models.factory import build_tiny
+from lmrl.models.value import GuidedLM, ValueModel
 from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.rollout.policy import LMPolicy
+from lmrl.rollout.sampler import left_pad, sample_turns
 
 
 def timed(fn, repeats: int) -> list[float]:
@@ -68,6 +74,49 @@ def bench_eval(model, tok, episodes_per_start: int) -> dict:
             "generated_tokens_per_s": gen_tokens / seconds}
 
 
+def bench_sampling(model, tok, episodes, batch_size: int, new_tokens: int, repeats: int) -> dict:
+    """Plain vs value-guided sampling (same model, batch, prompts, lengths) vs HF `generate`."""
+    prompts = [tok(ep.turns[0].text)["input_ids"] for ep in episodes[:batch_size]]
+    never_stop = torch.zeros(model.get_output_embeddings().weight.shape[0], dtype=torch.bool)
+    guided = GuidedLM(ValueModel(copy.deepcopy(model), 2, True), model, beta=8.0).eval()
+    ids, attn = left_pad(prompts, tok.pad_token_id)
+
+    def generate():
+        model.generate(input_ids=ids, attention_mask=attn, do_sample=True, top_k=0, max_new_tokens=new_tokens,
+                       min_new_tokens=new_tokens, pad_token_id=tok.pad_token_id)
+
+    runs = {"plain": lambda: sample_turns(model, prompts, never_stop, tok.pad_token_id, new_tokens),
+            "value_guided": lambda: sample_turns(guided, prompts, never_stop, tok.pad_token_id, new_tokens),
+            "hf_generate": generate}
+    out = {name: batch_size * new_tokens / statistics.median(timed(fn, repeats)) for name, fn in runs.items()}
+    return {"batch_size": batch_size, "new_tokens": new_tokens, "tokens_per_s": out,
+            "guided_over_plain": out["value_guided"] / out["plain"]}
+
+
+def bench_ilql_step(model, tok, episodes, batch_size: int, repeats: int, bc_tokens_per_s: float) -> dict:
+    """One ILQL optimizer step (value fwd/bwd + target fwd + next-state V + Polyak) vs a BC step."""
+    trainer = ILQLTrainer.__new__(ILQLTrainer)
+    trainer.cfg, trainer.tokenizer = ILQLConfig(), tok
+    trainer.value = ValueModel(copy.deepcopy(model), 2, True)
+    trainer.target = copy.deepcopy(trainer.value).requires_grad_(False)
+    trainer.engine = TorchEngine()
+    trainer.engine.setup(trainer.value, OptimConfig(lr=1e-3, total_steps=1000))
+    encode = SegmentEncoder(tok)
+    seqs = [s for ep in episodes for s in episode_to_chain(ep, encode, 1, 512, 0.99)][:batch_size]
+    batch = collate(seqs, tok.pad_token_id)
+
+    def step():
+        loss, _ = trainer.loss(batch)
+        trainer.engine.backward(loss)
+        trainer.engine.step()
+        trainer.after_step()
+
+    seconds = statistics.median(timed(step, repeats))
+    tokens = int(batch["attention_mask"].sum())
+    return {"batch_size": batch_size, "step_seconds_median": seconds, "tokens_per_s": tokens / seconds,
+            "cost_vs_bc_step": bc_tokens_per_s / (tokens / seconds)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="results/bench/foundation.json")
@@ -80,10 +129,13 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                     "python": platform.python_version(), "processor": platform.processor() or platform.machine()},
         "model": {"name": "tiny", "parameters": sum(p.numel() for p in model.parameters())},
-        "bc_train_step": bench_train(model, tok, episodes, batch_size=64, repeats=args.repeats),
+        "bc_train_step": bench_train(copy.deepcopy(model), tok, episodes, batch_size=64, repeats=args.repeats),
         # an untrained model: most turns are invalid text up to the 8-token budget (the worst case)
         "eval_untrained_maze_fo": bench_eval(model.eval(), tok, episodes_per_start=4),
+        "sampling": bench_sampling(model.eval(), tok, episodes, batch_size=64, new_tokens=32, repeats=args.repeats),
     }
+    result["ilql_train_step"] = bench_ilql_step(model, tok, episodes, 64, args.repeats,
+                                                result["bc_train_step"]["tokens_per_s"])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -56,6 +56,7 @@ class TorchEngine:
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
         self.device = torch.device(device)
         self.precision = precision
+        self.init_kwargs = {"device": device, "precision": precision, "threads": threads}
         if threads:
             torch.set_num_threads(threads)
         self.model: torch.nn.Module | None = None
@@ -71,6 +72,10 @@ class TorchEngine:
         self.optim_cfg = optim
         self.optimizer = torch.optim.AdamW(param_groups(model, optim.weight_decay), lr=optim.lr, betas=optim.betas)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: warmup_cosine(s, optim))
+
+    def spawn(self) -> "TorchEngine":
+        """A fresh engine with the same settings (e.g. for a BC stage before RL)."""
+        return type(self)(**self.init_kwargs)
 
     def autocast(self):
         if self.precision == "bf16":
@@ -105,7 +110,10 @@ class TorchEngine:
         return self.model
 
     def save(self, directory: str | os.PathLike, tokenizer=None) -> Path:
-        """A `save_pretrained` checkpoint (model + tokenizer) loadable by `from_pretrained`."""
+        """A `save_pretrained` checkpoint (model + tokenizer) loadable by `from_pretrained`.
+
+        Models that are not HF models (value heads on a trunk) implement `save_pretrained` themselves.
+        """
         directory = Path(directory)
         self.model.save_pretrained(directory)
         if tokenizer is not None:

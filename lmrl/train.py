@@ -46,9 +46,12 @@ def main(cfg: DictConfig) -> dict:
     trainer = build_trainer(cfg.algo, task=task, engine=engine, model=model, tokenizer=tokenizer, logger=logger,
                             seed=cfg.seed)
     train_metrics = trainer.fit()
-    engine.save(run_dir / "checkpoint", tokenizer)
-    metrics, _ = evaluate(task, trainer.policy(cfg.task.eval, cfg.seed), cfg.task.eval, cfg.seed)
-    logger.log({f"eval/{k}": v for k, v in metrics.items()})
+    trainer.save(run_dir / "checkpoint")
+    results = {name: evaluate(task, policy, cfg.task.eval, cfg.seed)[0]
+               for name, policy in trainer.policies(cfg.task.eval, cfg.seed).items()}
+    headline = next(iter(results))
+    metrics = {**results[headline], "policy": headline, "policies": results}
+    logger.log({f"eval/{k}": v for k, v in results[headline].items()})
     logger.finish()
     metrics = {"task": task.name, "algo": cfg.algo.name, "model": cfg.model.name, "seed": cfg.seed, **metrics,
                **train_metrics, "wall_seconds": time.perf_counter() - start, "run_dir": str(run_dir)}

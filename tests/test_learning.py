@@ -35,3 +35,18 @@ def test_filtered_bc_on_maze_fo_reaches_90(tmp_path):
     metrics = run_cli("lmrl.train", ["task=maze_fo", "algo=filtered_bc"], tmp_path / "run", tmp_path / "cache",
                       timeout=1800)
     assert metrics["normalized_score"] >= 90
+
+
+# ILQL must beat the BC policy it starts from by this many normalized points (measured in the test).
+ILQL_MARGIN = 5.0
+
+
+@pytest.mark.slow
+def test_ilql_on_maze_fo_beats_the_bc_policy_it_starts_from(tmp_path):
+    cache = tmp_path / "cache"
+    eps = f"task.eval.episodes_per_start={EPISODES_PER_START}"
+    bc = run_cli("lmrl.train", ["task=maze_fo", "algo=bc", eps], tmp_path / "bc", cache, timeout=1800)
+    ilql = run_cli("lmrl.train", ["task=maze_fo", "algo=ilql", eps, f"algo.init_from={tmp_path / 'bc' / 'checkpoint'}"],
+                   tmp_path / "ilql", cache, timeout=3600)
+    print(f"ILQL {ilql['normalized_score']:.1f} vs its BC start {bc['normalized_score']:.1f}")
+    assert ilql["normalized_score"] >= bc["normalized_score"] + ILQL_MARGIN

@@ -24,8 +24,10 @@ def test_smoke_run_writes_metrics_config_and_checkpoint(task, algo, tmp_path, ca
     assert (metrics["task"], metrics["algo"]) == (task, algo)
     assert metrics["episodes"] == 25  # 25 start cells x 1 episode under debug=smoke
     assert (run / "config.yaml").exists() and (run / ".hydra/config.yaml").exists()
+    # BC-family runs save one save_pretrained dir; value-based runs save the value trunk (+ heads) under value/
+    ckpt = run / "checkpoint" / "value" if (run / "checkpoint" / "value").exists() else run / "checkpoint"
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
-        assert (run / "checkpoint" / name).exists(), name
+        assert (ckpt / name).exists(), name
     # the dataset was cached: a second task run reuses it (same recipe -> same file)
     assert len(list((cache / "datasets" / task).glob("*.jsonl"))) == 1
 
@@ -36,3 +38,13 @@ def test_evaluate_a_saved_checkpoint(tmp_path, cache):
     metrics = run_cli("lmrl.evaluate", [f"checkpoint={train_run / 'checkpoint'}", "task=maze_po", "debug=smoke"],
                       tmp_path / "eval", cache)
     assert REQUIRED <= metrics.keys() and metrics["task"] == "maze_po" and metrics["episodes"] == 25
+
+
+def test_rl_reuses_the_cached_bc_stage(tmp_path):
+    cache = tmp_path / "cache"
+    run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=mc"], tmp_path / "a", cache)
+    assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1
+    metrics = run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=ilql"], tmp_path / "b", cache)
+    assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1  # the same BC stage, not a second one
+    assert list(metrics["policies"]) == ["beta=8"]  # debug=smoke evaluates the headline policy only
+    assert (tmp_path / "b" / "checkpoint" / "value" / "value_heads.pt").exists()

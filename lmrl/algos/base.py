@@ -21,7 +21,7 @@ class ConfigError(ValueError):
 
 def typed_config(schema: type, node: DictConfig):
     """Merge `node` (without `_target_`) onto the dataclass `schema` and validate it."""
-    values = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"}
+    values = _without_targets(OmegaConf.to_container(node, resolve=True))
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), values)
         obj = OmegaConf.to_object(merged)
@@ -31,6 +31,13 @@ def typed_config(schema: type, node: DictConfig):
     if problems:
         raise ConfigError(f"invalid {schema.__name__}: " + "; ".join(problems))
     return obj
+
+
+def _without_targets(d):
+    """Drop `_target_` keys at every depth (nested stages such as an RL algo's `bc` carry one)."""
+    if isinstance(d, dict):
+        return {k: _without_targets(v) for k, v in d.items() if k != "_target_"}
+    return d
 
 
 def build_trainer(algo: DictConfig, **deps):

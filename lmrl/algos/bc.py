@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import logging
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -110,10 +115,36 @@ class BCTrainer:
         return {"train_loss": loss.item(), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
                 "train_seconds": elapsed, "train_tokens_per_s": tokens / elapsed}
 
-    def policy(self, eval_cfg, seed: int) -> LMPolicy:
-        """The policy to evaluate: the trained LM sampled at the task's temperature."""
-        return LMPolicy(self.engine.unwrap(), self.tokenizer, self.task.history_window, eval_cfg.max_input_tokens,
-                        eval_cfg.max_new_tokens, eval_cfg.temperature, eval_cfg.batch_size, seed)
+    def save(self, directory: Path) -> None:
+        """A save_pretrained checkpoint (model + tokenizer): `python -m lmrl.evaluate checkpoint=<dir>`."""
+        self.engine.save(directory, self.tokenizer)
+
+    def policies(self, eval_cfg, seed: int) -> dict[str, LMPolicy]:
+        """The policies to evaluate, by name (the first is the run's headline): the trained LM, sampled."""
+        return {"sample": lm_policy(self.engine.unwrap(), self.tokenizer, self.task, eval_cfg, seed)}
+
+
+def lm_policy(model, tokenizer, task, eval_cfg, seed: int, logits_hook=None) -> LMPolicy:
+    """A sampling policy over `model` with the task's window and the eval config's budgets."""
+    return LMPolicy(model, tokenizer, task.history_window, eval_cfg.max_input_tokens, eval_cfg.max_new_tokens,
+                    eval_cfg.temperature, eval_cfg.batch_size, seed, logits_hook)
+
+
+def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int) -> Path:
+    """The BC stage RL starts from: trained once, cached by (dataset, model, BC config, seed)."""
+    blob = json.dumps({"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
+                       "bc": dataclasses.asdict(cfg), "seed": seed}, sort_keys=True, default=str)
+    path = task.cache_dir / "bc" / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
+    if (path / "config.json").exists():
+        log.info("reusing the cached BC stage %s", path)
+        return path
+    log.info("training the BC stage (cached afterwards in %s)", path)
+    trainer = BCTrainer(cfg, task, engine.spawn(), model, tokenizer, logger, seed)
+    trainer.fit()
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    trainer.engine.save(tmp, tokenizer)
+    os.replace(tmp, path)
+    return path
 
 
 class FilteredBCTrainer(BCTrainer):

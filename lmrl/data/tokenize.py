@@ -39,6 +39,10 @@ class TokenSequence:
     action_mask: np.ndarray  # bool  [T]  agent tokens that are decisions of this sequence
     rewards: np.ndarray  # float32 [T] reward on the last token of each action
     done: bool  # the sequence ends its episode (terminal: no bootstrap after it)
+    # Windowed tasks only (one sequence per action): the next link's state tokens, whose value
+    # bootstraps this link's last decision, and the MC return at the next link's first decision.
+    next_state: np.ndarray | None = None
+    tail: float = 0.0
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -100,6 +104,28 @@ def episode_to_sequences(
         yield tokenize_segments(segments, rewards, encode, max_length, done=episode.done and is_last)
 
 
+def episode_to_chain(
+    episode: Episode, encode: SegmentEncoder, last_k: int | None, max_length: int | None, gamma: float
+) -> list[TokenSequence]:
+    """Sequences for value learning: `episode_to_sequences` plus, for windowed tasks, each
+    link's `next_state` and MC `tail` (gamma applied once per action token)."""
+    seqs = list(episode_to_sequences(episode, encode, last_k, max_length))
+    if last_k is None:
+        return seqs
+    actions = [(t, r) for t, r in zip(episode.turns, episode.rewards) if t.is_action]
+    first_returns, later = [0.0] * len(actions), 0.0
+    for n in reversed(range(len(actions))):
+        text, reward = actions[n]
+        k = max(1, len(encode(text.text)))
+        # G at an action's first token: its reward sits k-1 decisions later, the next action k later
+        first_returns[n] = later = gamma ** (k - 1) * reward + gamma**k * later
+    for n in range(len(seqs) - 1):
+        nxt = seqs[n + 1]
+        seqs[n].next_state = nxt.input_ids[: int(np.flatnonzero(nxt.action_mask)[0])] if nxt.action_mask.any() else None
+        seqs[n].tail = first_returns[n + 1]
+    return seqs
+
+
 def decision_points(action_mask: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """[..., T] -> [..., T-1]: position t decides when token t+1 is a (real) agent token."""
     decide = action_mask[..., 1:].bool()
@@ -137,10 +163,28 @@ def collate(seqs: Sequence[TokenSequence], pad_id: int) -> dict[str, torch.Tenso
         action_mask[b, :n] = torch.from_numpy(s.action_mask)
         rewards[b, :n] = torch.from_numpy(s.rewards)
     dones = torch.tensor([s.done for s in seqs], dtype=torch.bool)
-    return {
+    batch_out = {
         "input_ids": input_ids,
         "attention_mask": attention_mask,
         "action_mask": action_mask,
         "rewards": rewards,
         "dones": dones,
+        "tails": torch.tensor([s.tail for s in seqs], dtype=torch.float32),
     }
+    if any(s.next_state is not None and len(s.next_state) for s in seqs):
+        batch_out.update(_collate_next_states(seqs, pad_id))
+    return batch_out
+
+
+def _collate_next_states(seqs: Sequence[TokenSequence], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded next-link states; `next_last` indexes each one's last token (its decision point)."""
+    states = [s.next_state if s.next_state is not None and len(s.next_state) else np.array([pad_id]) for s in seqs]
+    length = max(len(x) for x in states)
+    ids = torch.full((len(seqs), length), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(seqs), length), dtype=torch.long)
+    for b, x in enumerate(states):
+        ids[b, : len(x)] = torch.from_numpy(x.astype(np.int64))
+        attn[b, : len(x)] = 1
+    has_next = torch.tensor([s.next_state is not None and len(s.next_state) > 0 for s in seqs])
+    last = torch.tensor([len(x) - 1 for x in states])
+    return {"next_input_ids": ids, "next_attention_mask": attn, "next_last": last, "has_next": has_next}

@@ -22,6 +22,12 @@ def end_turn(text: str) -> str:
     return text.split("\n", 1)[0] + "\n"
 
 
+def prompt_ids(history: History, window: int | None, encode: SegmentEncoder, max_tokens: int) -> list[int]:
+    """The policy's input: the history window, tokenized per segment, left-truncated."""
+    segments = [Text(t.text, False) for t in history_window(history, window)]
+    return tokenize_segments(segments, [0.0] * len(segments), encode, max_tokens).input_ids.tolist()
+
+
 class LMPolicy:
     """Samples each agent turn from a causal LM, conditioned on the task's history window."""
 
@@ -49,9 +55,7 @@ class LMPolicy:
         self.logits_hook = logits_hook
 
     def prompt_ids(self, history: History) -> list[int]:
-        segments = [Text(t.text, False) for t in history_window(history, self.window)]
-        seq = tokenize_segments(segments, [0.0] * len(segments), self.encode, self.max_input_tokens)
-        return seq.input_ids.tolist()
+        return prompt_ids(history, self.window, self.encode, self.max_input_tokens)
 
     def act(self, histories: Sequence[History]) -> list[str]:
         was_training = self.model.training

@@ -80,3 +80,34 @@ def test_collate_right_pads_with_masks(char_tokenizer):
     assert batch["action_mask"][1].tolist() == [False, True, False, False]
     assert batch["dones"].tolist() == [False, True]
     assert np.isclose(batch["rewards"][0, 3].item(), -1.0)
+
+
+def test_chain_links_carry_next_state_and_mc_tail(char_tokenizer):
+    from lmrl.data.tokenize import episode_to_chain
+
+    enc = SegmentEncoder(char_tokenizer)
+    first, second = episode_to_chain(EPISODE, enc, last_k=1, max_length=None, gamma=0.5)
+    # link 1 = "xy"+"ab"; its next state is link 2's state "z" (the state before action "c")
+    assert first.next_state.tolist() == [ord("z")] and second.next_state is None
+    # action "c" (1 token, reward 0) is last: G at its first token = 0 -> link 1's tail is 0
+    assert first.tail == 0.0 and second.tail == 0.0
+    # with a reward on "c": G_first(c) = 0.5**0 * 2 = 2 -> link 1's tail
+    ep = Episode(EPISODE.turns, [0, -1, 0, 2], True, {})
+    first, _ = episode_to_chain(ep, enc, last_k=1, max_length=None, gamma=0.5)
+    assert first.tail == 2.0
+    batch = collate([first], pad_id=0)
+    assert batch["next_input_ids"].tolist() == [[ord("z")]] and batch["has_next"].tolist() == [True]
+    assert batch["tails"].tolist() == [2.0]
+    # whole-history tasks need no chain: one sequence, nothing after it
+    (whole,) = episode_to_chain(ep, enc, last_k=None, max_length=None, gamma=0.5)
+    assert whole.next_state is None and whole.tail == 0.0
+
+
+def test_mc_tail_discounts_per_token(char_tokenizer):
+    from lmrl.data.tokenize import episode_to_chain
+
+    # actions "ab" (2 tokens, reward 0) then "cd" (2 tokens, reward 4): G_first(cd) = 0.5 * 4 = 2
+    ep = Episode([Text("x", False), Text("ab", True), Text("y", False), Text("cd", True), Text("z", False), Text("e", True)],
+                 [0, 0, 0, 4, 0, 0], True, {})
+    links = episode_to_chain(ep, SegmentEncoder(char_tokenizer), last_k=1, max_length=None, gamma=0.5)
+    assert [link.tail for link in links] == [2.0, 0.0, 0.0]

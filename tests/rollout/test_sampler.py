@@ -16,9 +16,11 @@ def tiny():
 
 
 def greedy_no_cache(model, prompt, stop, steps):
+    """Greedy decoding that recomputes the whole prefix every token: the reference for cached sampling."""
     ids, out = list(prompt), []
     for _ in range(steps):
-        nxt = int(model(torch.tensor([ids])).logits[0, -1].argmax())
+        x = torch.tensor([ids])
+        nxt = int(model(x, attention_mask=torch.ones_like(x)).logits[0, -1].argmax())
         out.append(nxt)
         ids.append(nxt)
         if stop[nxt]:

@@ -1,0 +1,230 @@
+"""Offline value-based RL: MC returns and ILQL, starting from a (cached) BC stage.
+
+Layout as in LMRL-Gym: a frozen BC policy, a value trunk initialized from it with Q heads
+(ILQL: Q1, Q2 and V) trained on the token-level MDP, and for ILQL a Polyak-averaged target
+copy updated after every completed optimizer step.  `shared_trunk=true` instead trains one
+network as policy (BC loss on its LM head) and critic (trlx style): half the memory and
+compute at generation time, at the price of value gradients reshaping the policy's features.
+Policies: sampling from `logits_BC + beta * min(Q1, Q2)` (MC: `+ beta * Q`) with a KV cache
+per trunk, and, for tasks with an enumerable action list, a reranker.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoModelForCausalLM
+
+from lmrl.algos.base import OptimFields
+from lmrl.algos.bc import BCConfig, BCTrainer, bc_checkpoint, bc_loss, lm_policy
+from lmrl.algos.value_losses import gather_tokens, ilql_loss, mc_loss, mc_returns, polyak_update
+from lmrl.data.tokenize import SegmentEncoder, collate, decision_points, episode_to_chain, next_decision_index
+from lmrl.dist import OptimConfig
+from lmrl.models.factory import model_max_length
+from lmrl.models.value import GuidedLM, ValueModel
+from lmrl.rollout.rerank import RerankPolicy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ValueRLConfig(OptimFields):
+    name: str = "mc"
+    lr: float = 1e-4
+    gamma: float = 0.99
+    cql_weight: float = 0.0
+    # Policy extraction weight on Q; eval_betas adds more betas evaluated in the same run.
+    beta: float = 8.0
+    eval_betas: list[float] = field(default_factory=list)
+    # Guidance re-ranks only tokens the BC policy gives at least this probability (0 = all, as LMRL-Gym).
+    guide_min_prob: float = 1.0e-3
+    # Also evaluate a greedy reranker over the task's action list (when the task has one).
+    rerank: bool = True
+    # Initial bias of the heads' last layer; null = the data's mean discounted return at decision points.
+    head_bias: float | None = None
+    # One network as policy and critic (trlx) instead of frozen BC policy + value trunk.
+    shared_trunk: bool = False
+    # A BC checkpoint to start from; null trains (or reuses a cached) BC stage with `bc`.
+    init_from: str | None = None
+    bc: BCConfig = field(default_factory=BCConfig)
+    log_every: int = 25
+
+    def validate(self) -> list[str]:
+        problems = super().validate() + [f"bc.{p}" for p in self.bc.validate()]
+        if not 0 <= self.gamma <= 1:
+            problems.append(f"gamma must be in [0, 1] (got {self.gamma})")
+        if self.cql_weight < 0 or self.beta < 0 or any(b < 0 for b in self.eval_betas):
+            problems.append("cql_weight, beta and eval_betas must be >= 0")
+        return problems
+
+
+@dataclass
+class ILQLConfig(ValueRLConfig):
+    name: str = "ilql"
+    # Expectile of the V regression (> 0.5 pushes V toward the best in-data action).
+    tau: float = 0.7
+    # Polyak weight on the online network for the target update.
+    polyak_alpha: float = 0.005
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        if not 0 < self.tau < 1 or not 0 < self.polyak_alpha <= 1:
+            problems.append(f"tau must be in (0, 1) and polyak_alpha in (0, 1] (got {self.tau}, {self.polyak_alpha})")
+        return problems
+
+
+class MCTrainer(BCTrainer):
+    """MC returns: one Q head regressed on discounted per-token reward-to-go (+ CQL)."""
+
+    config_class = ValueRLConfig
+    n_q, with_v = 1, False
+
+    def __init__(self, cfg: ValueRLConfig, task, engine, model, tokenizer, logger, seed: int = 0):
+        self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
+        self.generator = torch.Generator().manual_seed(seed)
+        bc_dir = Path(cfg.init_from) if cfg.init_from else bc_checkpoint(cfg.bc, task, engine, model, tokenizer,
+                                                                          logger, seed)
+        trunk = AutoModelForCausalLM.from_pretrained(bc_dir)
+        self.max_length = model_max_length(trunk)
+        self.seqs = self.sequences()
+        bias = cfg.head_bias if cfg.head_bias is not None else self.mean_return()
+        log.info("%s: head bias %.3f", cfg.name, bias)
+        self.value = ValueModel(trunk, self.n_q, self.with_v, keep_lm_head=cfg.shared_trunk, bias_init=bias)
+        self.policy_lm = None if cfg.shared_trunk else AutoModelForCausalLM.from_pretrained(bc_dir).eval()
+        if self.policy_lm is not None:
+            self.policy_lm.requires_grad_(False)
+        engine.setup(self.value, OptimConfig(cfg.lr, cfg.steps, cfg.warmup_steps, cfg.weight_decay,
+                                             grad_clip=cfg.grad_clip, min_lr_ratio=cfg.min_lr_ratio))
+
+    def sequences(self):
+        encode = SegmentEncoder(self.tokenizer)
+        seqs = [s for ep in self.task.episodes()
+                for s in episode_to_chain(ep, encode, self.task.history_window, self.max_length, self.cfg.gamma)]
+        log.info("%s: %d training sequences", self.cfg.name, len(seqs))
+        return [s for s in seqs if s.action_mask[1:].any()]
+
+    def mean_return(self) -> float:
+        """Mean discounted return over the data's decision points.  Adam moves a weight by about
+        lr per step, so heads that start at 0 cannot reach returns of -50 in a CPU-sized run;
+        starting at the mean leaves them only the differences between actions to learn."""
+        total, count = 0.0, 0
+        for i in range(0, len(self.seqs), 1024):
+            batch = collate(self.seqs[i : i + 1024], self.tokenizer.pad_token_id)
+            m = self.mdp(batch)
+            returns = mc_returns(m["step_rewards"], m["decide"], m["next_idx"], batch["tails"], self.cfg.gamma)
+            total, count = total + float(returns[m["decide"]].sum()), count + int(m["decide"].sum())
+        return total / max(count, 1)
+
+    def mdp(self, batch: dict) -> dict:
+        """Shifted per-step tensors of the token-level MDP for a collated batch."""
+        decide = decision_points(batch["action_mask"], batch["attention_mask"])
+        return {"tokens": batch["input_ids"][:, 1:], "decide": decide, "next_idx": next_decision_index(decide),
+                "step_rewards": batch["rewards"][:, 1:]}
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        m = self.mdp(batch)
+        loss, logs = mc_loss(out.qs[0][:, :-1], m["tokens"], m["step_rewards"], m["decide"], m["next_idx"],
+                             batch["tails"], self.cfg.gamma, self.cfg.cql_weight)
+        return self.add_bc(loss, logs, out, batch)
+
+    def add_bc(self, loss, logs, out, batch):
+        """Shared trunk: the LM head is the policy and keeps its BC loss."""
+        if out.logits is None:
+            return loss, logs
+        bc = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"])
+        return loss + bc, {**logs, "bc_loss": bc.item()}
+
+    def after_step(self) -> None:
+        pass
+
+    def fit(self) -> dict:
+        seqs = self.seqs
+        self.engine.train()
+        batches, tokens, start = self.batches(seqs), 0, time.perf_counter()
+        bar = tqdm(range(self.cfg.steps), desc=f"train {self.cfg.name}", unit="step")
+        for step in bar:
+            batch = next(batches)
+            loss, logs = self.loss(batch)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite {self.cfg.name} loss at step {step}: {logs}")
+            self.engine.backward(loss)
+            stats = self.engine.step()
+            self.after_step()  # ILQL: target update only after a completed optimizer step
+            tokens += int(batch["attention_mask"].sum())
+            if step % self.cfg.log_every == 0 or step == self.cfg.steps - 1:
+                bar.set_postfix(loss=f"{loss.item():.4f}")
+                self.logger.log({"train/loss": loss.item(), **{f"train/{k}": v for k, v in logs.items()},
+                                 "train/lr": stats["lr"]}, step=step)
+        elapsed = time.perf_counter() - start
+        return {"train_loss": loss.item(), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
+                "train_seconds": elapsed, "train_tokens_per_s": tokens / elapsed}
+
+    def policies(self, eval_cfg, seed: int) -> dict:
+        """Value-guided sampling at `beta` (headline) and each of `eval_betas`; plus a reranker
+        when the task lists its actions."""
+        self.value.eval()
+        out = {}
+        for beta in dict.fromkeys([self.cfg.beta, *self.cfg.eval_betas]):
+            out[f"beta={beta:g}"] = lm_policy(GuidedLM(self.value, self.policy_lm, beta, self.cfg.guide_min_prob), self.tokenizer, self.task,
+                                              eval_cfg, seed)
+        actions = self.task.cfg.get("actions")
+        if actions and self.cfg.rerank:
+            out["rerank"] = RerankPolicy(self.value, self.tokenizer, list(actions), self.task.history_window,
+                                         eval_cfg.max_input_tokens, seed)
+        return out
+
+    def save(self, directory: Path) -> None:
+        """The value model (trunk as a save_pretrained dir + heads) and the BC policy beside it."""
+        directory = Path(directory)
+        self.value.lm.save_pretrained(directory / "value")
+        self.tokenizer.save_pretrained(directory / "value")
+        torch.save({"q_heads": self.value.q_heads.state_dict(),
+                    "v_head": self.value.v_head.state_dict() if self.value.v_head is not None else None},
+                   directory / "value" / "value_heads.pt")
+        if self.policy_lm is not None:
+            self.policy_lm.save_pretrained(directory / "policy")
+            self.tokenizer.save_pretrained(directory / "policy")
+        (directory / "lmrl_algo.json").write_text(json.dumps(dataclasses.asdict(self.cfg), default=str, indent=2))
+
+
+class ILQLTrainer(MCTrainer):
+    """ILQL: Q1/Q2 regress on r + gamma V(s'), V on the expectile of the target min-Q, + CQL."""
+
+    config_class = ILQLConfig
+    n_q, with_v = 2, True
+
+    def __init__(self, cfg: ILQLConfig, task, engine, model, tokenizer, logger, seed: int = 0):
+        super().__init__(cfg, task, engine, model, tokenizer, logger, seed)
+        self.target = copy.deepcopy(self.value).requires_grad_(False)
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        m = self.mdp(batch)
+        with torch.no_grad():
+            tgt = self.target(batch["input_ids"], batch["attention_mask"])
+            tq1, tq2 = (gather_tokens(q[:, :-1], m["tokens"]) for q in tgt.qs)
+            v_final = self.bootstrap(batch)
+        loss, logs = ilql_loss(out.qs[0][:, :-1], out.qs[1][:, :-1], out.v[:, :-1], tq1, tq2, m["tokens"],
+                               m["step_rewards"], m["decide"], m["next_idx"], v_final, self.cfg.gamma, self.cfg.tau,
+                               self.cfg.cql_weight)
+        return self.add_bc(loss, logs, out, batch)
+
+    def bootstrap(self, batch: dict) -> torch.Tensor:
+        """V after a sequence's last decision: V of the next link's state (windowed tasks), else 0 (done)."""
+        if "next_input_ids" not in batch:
+            return torch.zeros(batch["input_ids"].shape[0])
+        out = self.value(batch["next_input_ids"], batch["next_attention_mask"])
+        v_next = out.v.gather(1, batch["next_last"][:, None]).squeeze(1)  # ILQL: V at the next decision point
+        return torch.where(batch["has_next"], v_next, torch.zeros_like(v_next))
+
+    def after_step(self) -> None:
+        polyak_update(self.target, self.value, self.cfg.polyak_alpha)

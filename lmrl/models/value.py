@@ -1,0 +1,111 @@
+"""Value heads on a causal-LM trunk, and the value-guided LM used for policy extraction.
+
+`ValueModel` puts Q heads (d -> d -> |V|, one Q value per next token) and optionally a V head
+(d -> d -> 1) on a trunk.  With `keep_lm_head` it also returns the LM logits: that is the
+shared-trunk layout (trlx), where one network is both policy and critic.
+
+`GuidedLM` is what the sampler sees: `logits = policy_logits + beta * min_i Q_i`, with one
+KV cache per trunk carried together, so value-guided sampling never recomputes a prefix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+class MLPHead(nn.Module):
+    """d -> d -> out with ReLU; the last layer starts at zero weights and a constant bias."""
+
+    def __init__(self, d: int, out: int, bias_init: float = 0.0):
+        super().__init__()
+        self.hidden, self.out = nn.Linear(d, d), nn.Linear(d, out)
+        nn.init.zeros_(self.out.weight)
+        nn.init.constant_(self.out.bias, bias_init)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.hidden(h)))
+
+
+@dataclass
+class ValueOutput:
+    qs: list[torch.Tensor]  # each [B, T, V]
+    v: torch.Tensor | None  # [B, T]
+    logits: torch.Tensor | None  # [B, T, V] when the LM head is kept
+    past_key_values: object = None
+
+
+class ValueModel(nn.Module):
+    """Q (and V) heads on the trunk of `lm`; the trunk is trained with them."""
+
+    def __init__(self, lm: nn.Module, n_q: int, with_v: bool, keep_lm_head: bool = False, bias_init: float = 0.0):
+        super().__init__()
+        self.lm = lm  # kept whole so save_pretrained/config/embeddings keep working
+        self.keep_lm_head = keep_lm_head
+        d, vocab = lm.config.hidden_size, lm.get_output_embeddings().weight.shape[0]
+        self.q_heads = nn.ModuleList(MLPHead(d, vocab, bias_init) for _ in range(n_q))
+        self.v_head = MLPHead(d, 1, bias_init) if with_v else None
+
+    @property
+    def config(self):
+        return self.lm.config
+
+    def get_output_embeddings(self):
+        return self.lm.get_output_embeddings()
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
+        out = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                 past_key_values=past_key_values, use_cache=use_cache)
+        h = out.last_hidden_state  # [B, T, d]
+        logits = self.lm.get_output_embeddings()(h) if self.keep_lm_head else None
+        v = self.v_head(h).squeeze(-1) if self.v_head is not None else None
+        return ValueOutput([head(h) for head in self.q_heads], v, logits, out.past_key_values if use_cache else None)
+
+
+@dataclass
+class GuidedOutput:
+    logits: torch.Tensor
+    past_key_values: tuple
+
+
+class GuidedLM(nn.Module):
+    """logits_policy + beta * min(Q1, Q2) (MC: + beta * Q), each trunk with its own KV cache.
+
+    `policy` is a frozen causal LM (the BC checkpoint) or None for a shared trunk, where the
+    value model's own LM head is the policy.  With `min_prob`, only tokens the policy gives at
+    least that probability stay eligible (its argmax always does) — the same guard as trlx's
+    top-k at ILQL generation, but adaptive: Q of a token the data never shows is never trained
+    and sits at its initial value, which beta * Q would otherwise prefer over every trained
+    token in a bad state.
+    """
+
+    def __init__(self, value: ValueModel, policy: nn.Module | None, beta: float, min_prob: float = 0.0):
+        super().__init__()
+        self.value, self.policy, self.beta, self.min_prob = value, policy, beta, min_prob
+
+    @property
+    def config(self):
+        return self.value.config
+
+    def get_output_embeddings(self):
+        return self.value.get_output_embeddings()
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
+        past_value, past_policy = past_key_values if past_key_values is not None else (None, None)
+        vout = self.value(input_ids, attention_mask, position_ids, past_value, use_cache)
+        q = torch.stack(vout.qs).min(dim=0).values  # [B, T, V]; ILQL: pessimistic over the two heads
+        if self.policy is None:
+            logits, past_policy = vout.logits, None
+        else:
+            pout = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                               past_key_values=past_policy, use_cache=use_cache)
+            logits, past_policy = pout.logits, pout.past_key_values
+        guided = logits.float() + self.beta * q.float()
+        if self.min_prob > 0:
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            outside = (logp < math.log(self.min_prob)) & (logp < logp.max(dim=-1, keepdim=True).values)
+            guided = guided.masked_fill(outside, float("-inf"))  # outside the policy's support
+        return GuidedOutput(guided, (vout.past_key_values, past_policy))

@@ -1,0 +1,70 @@
+"""Value-guided sampling is exact with KV caches; value models save and reload."""
+
+import torch
+
+from lmrl.models.factory import build_tiny
+from lmrl.models.value import GuidedLM, ValueModel
+from lmrl.rollout.sampler import newline_stop_mask, sample_turns
+from tests.rollout.test_sampler import greedy_no_cache
+
+CORPUS = ["The goal is at position 8, 6.\n", "move up\n", "move left\n", "There is a wall above you.\n"] * 20
+
+
+def tiny(seed=0):
+    torch.manual_seed(seed)
+    model, tok = build_tiny(lambda: iter(CORPUS), vocab_size=300, n_layer=2, n_embd=32, n_head=2, n_positions=128)
+    return model.eval(), tok
+
+
+def value_model(n_q=2, keep_lm_head=False):
+    lm, tok = tiny(seed=1)
+    vm = ValueModel(lm, n_q=n_q, with_v=True, keep_lm_head=keep_lm_head).eval()
+    for head in vm.q_heads:  # non-trivial Q values (heads start at zero)
+        torch.nn.init.normal_(head.out.weight, std=0.5)
+    return vm, tok
+
+
+def test_guided_sampling_with_caches_matches_full_recompute():
+    policy, tok = tiny(seed=0)
+    vm, _ = value_model()
+    guided = GuidedLM(vm, policy, beta=4.0).eval()
+    stop = newline_stop_mask(tok, len(tok))
+    prompts = [tok(t)["input_ids"] for t in ["The goal is", "move", "There is a wall above you.\nmove"]]
+    rows = sample_turns(guided, prompts, stop, tok.pad_token_id, max_new_tokens=6, temperature=0)
+    for prompt, row in zip(prompts, rows):
+        assert row == greedy_no_cache(guided, prompt, stop.tolist(), 6)
+
+
+def test_guided_logits_are_policy_plus_beta_min_q():
+    policy, tok = tiny(seed=0)
+    vm, _ = value_model()
+    ids = torch.tensor([tok("move up\n")["input_ids"]])
+    attn = torch.ones_like(ids)
+    out = GuidedLM(vm, policy, beta=2.0)(ids, attn)
+    v = vm(ids, attn)
+    expected = policy(ids, attention_mask=attn).logits + 2.0 * torch.minimum(v.qs[0], v.qs[1])
+    assert torch.allclose(out.logits, expected, atol=1e-5)
+
+
+def test_shared_trunk_uses_the_value_models_lm_head():
+    vm, tok = value_model(n_q=1, keep_lm_head=True)
+    ids = torch.tensor([tok("move up\n")["input_ids"]])
+    attn = torch.ones_like(ids)
+    out = GuidedLM(vm, None, beta=1.0)(ids, attn)
+    v = vm(ids, attn)
+    assert torch.allclose(out.logits, v.logits + v.qs[0], atol=1e-5)
+    stop = newline_stop_mask(tok, len(tok))
+    (row,) = sample_turns(GuidedLM(vm, None, 1.0), [ids[0].tolist()], stop, tok.pad_token_id, 5, temperature=0)
+    assert row == greedy_no_cache(GuidedLM(vm, None, 1.0), ids[0].tolist(), stop.tolist(), 5)
+
+
+def test_min_prob_keeps_guidance_inside_the_policy_support():
+    policy, tok = tiny(seed=0)
+    vm, _ = value_model()
+    ids = torch.tensor([tok("move up\n")["input_ids"]])
+    attn = torch.ones_like(ids)
+    out = GuidedLM(vm, policy, beta=100.0, min_prob=0.004)(ids, attn).logits  # a huge beta cannot leave the support
+    probs = policy(ids, attention_mask=attn).logits.softmax(-1)
+    eligible = torch.isfinite(out)
+    assert torch.equal(eligible, (probs >= 0.004) | (probs == probs.max(-1, keepdim=True).values))
+    assert 0 < eligible.sum() < eligible.numel()
