@@ -92,6 +92,16 @@ class BCTrainer:
             for i in range(0, max(1, len(order) - self.cfg.batch_size + 1), self.cfg.batch_size):
                 yield collate([seqs[j] for j in order[i : i + self.cfg.batch_size]], self.tokenizer.pad_token_id)
 
+    def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        dev = out.logits.device
+        loss = bc_loss(out.logits, batch["input_ids"].to(dev), batch["action_mask"].to(dev),
+                       batch["attention_mask"].to(dev))
+        return loss, {}
+
+    def after_step(self) -> None:
+        """Hook after each completed optimizer step (ILQL updates its target here)."""
+
     def fit(self) -> dict:
         seqs = self.sequences()
         self.engine.train()
@@ -99,18 +109,17 @@ class BCTrainer:
         bar = tqdm(range(self.cfg.steps), desc=f"train {self.cfg.name}", unit="step")
         for step in bar:
             batch = next(batches)
-            out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-            loss = bc_loss(out.logits, batch["input_ids"].to(out.logits.device),
-                           batch["action_mask"].to(out.logits.device), batch["attention_mask"].to(out.logits.device))
+            loss, logs = self.loss(batch)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"non-finite BC loss at step {step}: {loss.item()}")
+                raise FloatingPointError(f"non-finite {self.cfg.name} loss at step {step}: {logs}")
             self.engine.backward(loss)
             stats = self.engine.step()
+            self.after_step()  # ILQL: target update only after a completed optimizer step
             tokens += int(batch["attention_mask"].sum())
             if step % self.cfg.log_every == 0 or step == self.cfg.steps - 1:
                 bar.set_postfix(loss=f"{loss.item():.4f}")
-                self.logger.log({"train/loss": loss.item(), "train/lr": stats["lr"],
-                                 "train/grad_norm": stats["grad_norm"]}, step=step)
+                self.logger.log({"train/loss": loss.item(), **{f"train/{k}": v for k, v in logs.items()},
+                                 "train/lr": stats["lr"], "train/grad_norm": stats["grad_norm"]}, step=step)
         elapsed = time.perf_counter() - start
         return {"train_loss": loss.item(), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
                 "train_seconds": elapsed, "train_tokens_per_s": tokens / elapsed}

@@ -15,12 +15,10 @@ import copy
 import dataclasses
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM
 
 from lmrl.algos.base import OptimFields
@@ -94,7 +92,7 @@ class MCTrainer(BCTrainer):
                                                                           logger, seed)
         trunk = AutoModelForCausalLM.from_pretrained(bc_dir)
         self.max_length = model_max_length(trunk)
-        self.seqs = self.sequences()
+        self.seqs = self.build_sequences()
         bias = cfg.head_bias if cfg.head_bias is not None else self.mean_return()
         log.info("%s: head bias %.3f", cfg.name, bias)
         self.value = ValueModel(trunk, self.n_q, self.with_v, keep_lm_head=cfg.shared_trunk, bias_init=bias)
@@ -105,6 +103,9 @@ class MCTrainer(BCTrainer):
                                              grad_clip=cfg.grad_clip, min_lr_ratio=cfg.min_lr_ratio))
 
     def sequences(self):
+        return self.seqs  # built once in __init__ (the head bias needs them before training)
+
+    def build_sequences(self):
         encode = SegmentEncoder(self.tokenizer)
         seqs = [s for ep in self.task.episodes()
                 for s in episode_to_chain(ep, encode, self.task.history_window, self.max_length, self.cfg.gamma)]
@@ -142,31 +143,6 @@ class MCTrainer(BCTrainer):
             return loss, logs
         bc = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"])
         return loss + bc, {**logs, "bc_loss": bc.item()}
-
-    def after_step(self) -> None:
-        pass
-
-    def fit(self) -> dict:
-        seqs = self.seqs
-        self.engine.train()
-        batches, tokens, start = self.batches(seqs), 0, time.perf_counter()
-        bar = tqdm(range(self.cfg.steps), desc=f"train {self.cfg.name}", unit="step")
-        for step in bar:
-            batch = next(batches)
-            loss, logs = self.loss(batch)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"non-finite {self.cfg.name} loss at step {step}: {logs}")
-            self.engine.backward(loss)
-            stats = self.engine.step()
-            self.after_step()  # ILQL: target update only after a completed optimizer step
-            tokens += int(batch["attention_mask"].sum())
-            if step % self.cfg.log_every == 0 or step == self.cfg.steps - 1:
-                bar.set_postfix(loss=f"{loss.item():.4f}")
-                self.logger.log({"train/loss": loss.item(), **{f"train/{k}": v for k, v in logs.items()},
-                                 "train/lr": stats["lr"]}, step=step)
-        elapsed = time.perf_counter() - start
-        return {"train_loss": loss.item(), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
-                "train_seconds": elapsed, "train_tokens_per_s": tokens / elapsed}
 
     def policies(self, eval_cfg, seed: int) -> dict:
         """Value-guided sampling at `beta` (headline) and each of `eval_betas`; plus a reranker
