@@ -27,6 +27,7 @@ from lmrl.data.tokenize import SegmentEncoder, collate, episode_to_chain, episod
 from lmrl.dist import OptimConfig, TorchEngine
 from lmrl.envs.maze import MazeEnv
 from lmrl.models.factory import build_tiny
+from lmrl.models.fused import fast_lm
 from lmrl.models.value import GuidedLM, ValueModel
 from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.rollout.policy import LMPolicy
@@ -74,23 +75,39 @@ def bench_eval(model, tok, episodes_per_start: int) -> dict:
             "generated_tokens_per_s": gen_tokens / seconds}
 
 
-def bench_sampling(model, tok, episodes, batch_size: int, new_tokens: int, repeats: int) -> dict:
-    """Plain vs value-guided sampling (same model, batch, prompts, lengths) vs HF `generate`."""
-    prompts = [tok(ep.turns[0].text)["input_ids"] for ep in episodes[:batch_size]]
+def bench_sampling(model, tok, episodes, batch_sizes: list[int], new_tokens: int, repeats: int) -> dict:
+    """Sampling tokens/s at each batch size, same model, prompts and lengths throughout: plain
+    sampling of the BC model; value-guided sampling with a separate value trunk (the ILQL layout:
+    two trunks per token) and with a shared trunk (one trunk, extra heads); HF `generate`; and
+    the two-trunk guided sampler through the Hugging Face forward instead of the fused one."""
     never_stop = torch.zeros(model.get_output_embeddings().weight.shape[0], dtype=torch.bool)
-    guided = GuidedLM(ValueModel(copy.deepcopy(model), 2, True), model, beta=8.0).eval()
-    ids, attn = left_pad(prompts, tok.pad_token_id)
+    value = ValueModel(copy.deepcopy(model), 2, True)
+    separate = GuidedLM(value, model, beta=8.0, min_prob=1e-3).eval()
+    shared = GuidedLM(ValueModel(copy.deepcopy(model), 2, True, keep_lm_head=True), None, 8.0, 1e-3).eval()
+    unfused = GuidedLM(value, model, beta=8.0, min_prob=1e-3).eval()
+    unfused.fused = None
+    fast = fast_lm(model)
+    rows = []
+    for batch_size in batch_sizes:
+        prompts = [tok(ep.turns[0].text)["input_ids"] for ep in episodes[:batch_size]]
+        ids, attn = left_pad(prompts, tok.pad_token_id)
 
-    def generate():
-        model.generate(input_ids=ids, attention_mask=attn, do_sample=True, top_k=0, max_new_tokens=new_tokens,
-                       min_new_tokens=new_tokens, pad_token_id=tok.pad_token_id)
+        def generate():
+            model.generate(input_ids=ids, attention_mask=attn, do_sample=True, top_k=0, max_new_tokens=new_tokens,
+                           min_new_tokens=new_tokens, pad_token_id=tok.pad_token_id)
 
-    runs = {"plain": lambda: sample_turns(model, prompts, never_stop, tok.pad_token_id, new_tokens),
-            "value_guided": lambda: sample_turns(guided, prompts, never_stop, tok.pad_token_id, new_tokens),
-            "hf_generate": generate}
-    out = {name: batch_size * new_tokens / statistics.median(timed(fn, repeats)) for name, fn in runs.items()}
-    return {"batch_size": batch_size, "new_tokens": new_tokens, "tokens_per_s": out,
-            "guided_over_plain": out["value_guided"] / out["plain"]}
+        sample = lambda m: lambda: sample_turns(m, prompts, never_stop, tok.pad_token_id, new_tokens)  # noqa: E731
+        runs = {"plain": sample(fast), "guided_separate_trunks": sample(separate),
+                "guided_shared_trunk": sample(shared), "hf_generate": generate,
+                "plain_hf_forward": sample(model), "guided_separate_hf_forward": sample(unfused)}
+        speed = {name: batch_size * new_tokens / statistics.median(timed(fn, repeats)) for name, fn in runs.items()}
+        rows.append({"batch_size": batch_size, "tokens_per_s": speed,
+                     "separate_over_plain": speed["guided_separate_trunks"] / speed["plain"],
+                     "shared_over_plain": speed["guided_shared_trunk"] / speed["plain"]})
+        print(json.dumps(rows[-1]), flush=True)
+    return {"new_tokens": new_tokens, "prompt_tokens_mean": statistics.mean(len(tok(ep.turns[0].text)["input_ids"])
+                                                                           for ep in episodes[:max(batch_sizes)]),
+            "by_batch": rows}
 
 
 def bench_ilql_step(model, tok, episodes, batch_size: int, repeats: int, bc_tokens_per_s: float) -> dict:
@@ -132,7 +149,7 @@ def main() -> None:
         "bc_train_step": bench_train(copy.deepcopy(model), tok, episodes, batch_size=64, repeats=args.repeats),
         # an untrained model: most turns are invalid text up to the 8-token budget (the worst case)
         "eval_untrained_maze_fo": bench_eval(model.eval(), tok, episodes_per_start=4),
-        "sampling": bench_sampling(model.eval(), tok, episodes, batch_size=64, new_tokens=32, repeats=args.repeats),
+        "sampling": bench_sampling(model.eval(), tok, episodes, [1, 16, 64, 256], new_tokens=32, repeats=args.repeats),
     }
     result["ilql_train_step"] = bench_ilql_step(model, tok, episodes, 64, args.repeats,
                                                 result["bc_train_step"]["tokens_per_s"])

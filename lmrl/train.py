@@ -28,6 +28,13 @@ def evaluate(task: Task, policy, eval_cfg, seed: int) -> tuple[dict, list]:
     return summarize(episodes, task.normalization), episodes
 
 
+def evaluate_policies(task: Task, policies: dict, eval_cfg, seed: int) -> dict:
+    """Every named policy through the protocol; the first is the headline (its metrics at the top level)."""
+    results = {name: evaluate(task, policy, eval_cfg, seed)[0] for name, policy in policies.items()}
+    headline = next(iter(results))
+    return {**results[headline], "policy": headline, "policies": results}
+
+
 def write_run(run_dir: Path, cfg: DictConfig, metrics: dict) -> None:
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -47,11 +54,8 @@ def main(cfg: DictConfig) -> dict:
                             seed=cfg.seed)
     train_metrics = trainer.fit()
     trainer.save(run_dir / "checkpoint")
-    results = {name: evaluate(task, policy, cfg.task.eval, cfg.seed)[0]
-               for name, policy in trainer.policies(cfg.task.eval, cfg.seed).items()}
-    headline = next(iter(results))
-    metrics = {**results[headline], "policy": headline, "policies": results}
-    logger.log({f"eval/{k}": v for k, v in results[headline].items()})
+    metrics = evaluate_policies(task, trainer.policies(cfg.task.eval, cfg.seed), cfg.task.eval, cfg.seed)
+    logger.log({f"eval/{k}": v for k, v in metrics.items() if k != "policies"})
     logger.finish()
     metrics = {"task": task.name, "algo": cfg.algo.name, "model": cfg.model.name, "seed": cfg.seed, **metrics,
                **train_metrics, "wall_seconds": time.perf_counter() - start, "run_dir": str(run_dir)}

@@ -48,3 +48,8 @@ def test_rl_reuses_the_cached_bc_stage(tmp_path):
     assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1  # the same BC stage, not a second one
     assert list(metrics["policies"]) == ["beta=8"]  # debug=smoke evaluates the headline policy only
     assert (tmp_path / "b" / "checkpoint" / "value" / "value_heads.pt").exists()
+    # the value checkpoint evaluates on its own at betas chosen now (the smoke run saved rerank=false)
+    evaluated = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke",
+                                          "betas=[0,2]"], tmp_path / "eval", cache)
+    assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["beta=0", "beta=2"]
+    assert all(REQUIRED - {"task", "algo"} <= p.keys() for p in evaluated["policies"].values())

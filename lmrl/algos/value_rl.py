@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lmrl.algos.base import OptimFields
 from lmrl.algos.bc import BCConfig, BCTrainer, bc_checkpoint, bc_loss, lm_policy
@@ -145,21 +145,11 @@ class MCTrainer(BCTrainer):
         return loss + bc, {**logs, "bc_loss": bc.item()}
 
     def policies(self, eval_cfg, seed: int) -> dict:
-        """Value-guided sampling at `beta` (headline) and each of `eval_betas`; plus a reranker
-        when the task lists its actions."""
-        self.value.eval()
-        out = {}
-        for beta in dict.fromkeys([self.cfg.beta, *self.cfg.eval_betas]):
-            out[f"beta={beta:g}"] = lm_policy(GuidedLM(self.value, self.policy_lm, beta, self.cfg.guide_min_prob), self.tokenizer, self.task,
-                                              eval_cfg, seed)
-        actions = self.task.cfg.get("actions")
-        if actions and self.cfg.rerank:
-            out["rerank"] = RerankPolicy(self.value, self.tokenizer, list(actions), self.task.history_window,
-                                         eval_cfg.max_input_tokens, seed)
-        return out
+        return value_policies(self.value, self.policy_lm, self.tokenizer, self.task, self.cfg, eval_cfg, seed)
 
     def save(self, directory: Path) -> None:
-        """The value model (trunk as a save_pretrained dir + heads) and the BC policy beside it."""
+        """The value model (trunk as a save_pretrained dir + heads) and the BC policy beside it;
+        `load_value_checkpoint` reads it back (`python -m lmrl.evaluate checkpoint=<dir>`)."""
         directory = Path(directory)
         self.value.lm.save_pretrained(directory / "value")
         self.tokenizer.save_pretrained(directory / "value")
@@ -170,6 +160,40 @@ class MCTrainer(BCTrainer):
             self.policy_lm.save_pretrained(directory / "policy")
             self.tokenizer.save_pretrained(directory / "policy")
         (directory / "lmrl_algo.json").write_text(json.dumps(dataclasses.asdict(self.cfg), default=str, indent=2))
+
+
+def value_policies(value: ValueModel, policy_lm, tokenizer, task, cfg: ValueRLConfig, eval_cfg, seed: int,
+                   betas: list[float] | None = None) -> dict:
+    """Value-guided sampling at `cfg.beta` (the headline) and each of `cfg.eval_betas` (or at
+    `betas` when given), plus a greedy reranker when the task lists its actions."""
+    value.eval()
+    out = {}
+    for beta in dict.fromkeys(betas if betas else [cfg.beta, *cfg.eval_betas]):
+        guided = GuidedLM(value, policy_lm, beta, cfg.guide_min_prob)
+        out[f"beta={beta:g}"] = lm_policy(guided, tokenizer, task, eval_cfg, seed)
+    actions = task.cfg.get("actions")
+    if actions and cfg.rerank:
+        out["rerank"] = RerankPolicy(value, tokenizer, list(actions), task.history_window, eval_cfg.max_input_tokens,
+                                     seed)
+    return out
+
+
+def load_value_checkpoint(directory: Path) -> tuple[ValueModel, torch.nn.Module | None, object, ValueRLConfig]:
+    """(value model, BC policy or None for a shared trunk, tokenizer, algo config) from `save`'s layout."""
+    directory = Path(directory)
+    raw = json.loads((directory / "lmrl_algo.json").read_text())
+    cfg_class = ILQLConfig if raw["name"] == "ilql" else ValueRLConfig
+    names = {f.name for f in dataclasses.fields(cfg_class)}
+    cfg = cfg_class(**{k: v for k, v in raw.items() if k in names and k != "bc"})
+    n_q, with_v = (2, True) if cfg_class is ILQLConfig else (1, False)
+    value = ValueModel(AutoModelForCausalLM.from_pretrained(directory / "value"), n_q, with_v,
+                       keep_lm_head=cfg.shared_trunk)
+    heads = torch.load(directory / "value" / "value_heads.pt", map_location="cpu")
+    value.q_heads.load_state_dict(heads["q_heads"])
+    if value.v_head is not None:
+        value.v_head.load_state_dict(heads["v_head"])
+    policy = None if cfg.shared_trunk else AutoModelForCausalLM.from_pretrained(directory / "policy").eval()
+    return value.eval(), policy, AutoTokenizer.from_pretrained(directory / "value"), cfg
 
 
 class ILQLTrainer(MCTrainer):

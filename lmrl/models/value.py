@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from lmrl.models.fused import StackedGPT2, fusable
+
 
 class MLPHead(nn.Module):
     """d -> d -> out with ReLU; the last layer starts at zero weights and a constant bias."""
@@ -56,10 +58,12 @@ class ValueModel(nn.Module):
     def get_output_embeddings(self):
         return self.lm.get_output_embeddings()
 
-    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False,
+                logits_to_keep: int = 0):
+        """Heads on every position, or on the last `logits_to_keep` (sampling needs only the last)."""
         out = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                                  past_key_values=past_key_values, use_cache=use_cache)
-        h = out.last_hidden_state  # [B, T, d]
+        h = out.last_hidden_state[:, -logits_to_keep:]  # [B, T, d]; -0: all positions
         logits = self.lm.get_output_embeddings()(h) if self.keep_lm_head else None
         v = self.v_head(h).squeeze(-1) if self.v_head is not None else None
         return ValueOutput([head(h) for head in self.q_heads], v, logits, out.past_key_values if use_cache else None)
@@ -85,27 +89,46 @@ class GuidedLM(nn.Module):
     def __init__(self, value: ValueModel, policy: nn.Module | None, beta: float, min_prob: float = 0.0):
         super().__init__()
         self.value, self.policy, self.beta, self.min_prob = value, policy, beta, min_prob
+        trunks = [value.lm] if policy is None else [value.lm, policy]
+        # GPT-2 trunks run stacked in one pass (a weight snapshot: build after training)
+        self.fused = StackedGPT2(trunks) if fusable(*trunks) else None
 
     @property
     def config(self):
         return self.value.config
 
+    @property
+    def device(self) -> torch.device:
+        return self.value.lm.device
+
     def get_output_embeddings(self):
         return self.value.get_output_embeddings()
 
-    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
-        past_value, past_policy = past_key_values if past_key_values is not None else (None, None)
-        vout = self.value(input_ids, attention_mask, position_ids, past_value, use_cache)
-        q = torch.stack(vout.qs).min(dim=0).values  # [B, T, V]; ILQL: pessimistic over the two heads
-        if self.policy is None:
-            logits, past_policy = vout.logits, None
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False,
+                logits_to_keep: int = 0):
+        if self.fused is not None:
+            hidden, past = self.fused(input_ids, attention_mask, position_ids, past_key_values)
+            hidden = hidden[:, :, -logits_to_keep:]
+            qs = [head(hidden[0]) for head in self.value.q_heads]
+            lm = self.value.lm if self.policy is None else self.policy
+            logits = lm.get_output_embeddings()(hidden[-1])
         else:
-            pout = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                               past_key_values=past_policy, use_cache=use_cache)
-            logits, past_policy = pout.logits, pout.past_key_values
+            qs, logits, past = self._unfused(input_ids, attention_mask, position_ids, past_key_values, use_cache,
+                                             logits_to_keep)
+        q = qs[0] if len(qs) == 1 else torch.minimum(qs[0], qs[1])  # ILQL: pessimistic over the two heads
         guided = logits.float() + self.beta * q.float()
         if self.min_prob > 0:
             logp = torch.log_softmax(logits.float(), dim=-1)
             outside = (logp < math.log(self.min_prob)) & (logp < logp.max(dim=-1, keepdim=True).values)
             guided = guided.masked_fill(outside, float("-inf"))  # outside the policy's support
-        return GuidedOutput(guided, (vout.past_key_values, past_policy))
+        return GuidedOutput(guided, past)
+
+    def _unfused(self, input_ids, attention_mask, position_ids, past_key_values, use_cache, logits_to_keep):
+        """Any architecture: each trunk through its Hugging Face forward, with its own cache."""
+        past_value, past_policy = past_key_values if past_key_values is not None else (None, None)
+        vout = self.value(input_ids, attention_mask, position_ids, past_value, use_cache, logits_to_keep)
+        if self.policy is None:
+            return vout.qs, vout.logits, (vout.past_key_values, None)
+        pout = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                           past_key_values=past_policy, use_cache=use_cache, logits_to_keep=logits_to_keep)
+        return vout.qs, pout.logits, (vout.past_key_values, pout.past_key_values)

@@ -10,6 +10,7 @@ import torch
 from lmrl.data.tokenize import SegmentEncoder, tokenize_segments
 from lmrl.envs.base import History, Text, history_window
 from lmrl.models.factory import model_max_length
+from lmrl.models.fused import fast_lm
 from lmrl.rollout.sampler import newline_stop_mask, sample_turns
 
 
@@ -43,7 +44,7 @@ class LMPolicy:
         seed: int = 0,
         logits_hook=None,
     ):
-        self.model, self.tokenizer = model, tokenizer
+        self.model, self.tokenizer = fast_lm(model), tokenizer
         # The prompt plus the turn being generated must fit the model's context.
         self.window = history_window
         self.max_input_tokens = min(max_input_tokens, model_max_length(model) - max_new_tokens)

@@ -61,7 +61,8 @@ def sample_turns(
     ids, attn = left_pad(prompts, pad_id)
     ids, attn = ids.to(device), attn.to(device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True)
+    # heads only at the last position: the prompt's other logits are never used
+    out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
     past, logits = out.past_key_values, out.logits[:, -1]
     next_pos = positions[:, -1] + 1
     finished = torch.zeros(len(prompts), dtype=torch.bool, device=device)
@@ -79,7 +80,7 @@ def sample_turns(
         attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=-1)
         out = model(
             input_ids=tok[:, None], attention_mask=attn, position_ids=next_pos[:, None], past_key_values=past,
-            use_cache=True,
+            use_cache=True, logits_to_keep=1,
         )
         past, logits, next_pos = out.past_key_values, out.logits[:, -1], next_pos + 1
     return _cut_rows(torch.stack(new_tokens, dim=1).tolist(), stop_mask.tolist())
