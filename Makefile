@@ -33,7 +33,7 @@ system-deps:  ## Debian packages (stockfish for the chess tasks); skipped with a
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stockfish >/dev/null; \
 	else echo "note: stockfish not installed (needs root + apt-get); the chess tasks need it"; fi
 
-train: install  ## set-up + the default run (maze_fo, filtered BC, tiny GPT-2, CPU)
+train: install  ## set-up + the default run (maze_fo, ILQL from a cached BC stage, tiny GPT-2, CPU)
 	$(PY) -m lmrl.train $(ARGS)
 
 test: install  ## set-up + the fast test tier

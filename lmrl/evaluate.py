@@ -30,6 +30,8 @@ def main(cfg: DictConfig) -> dict:
     checkpoint, ev = Path(cfg.checkpoint).expanduser(), cfg.task.eval
     if (checkpoint / "lmrl_algo.json").exists():
         value, policy_lm, tokenizer, algo = load_value_checkpoint(checkpoint)
+        if cfg.rerank is not None:
+            algo.rerank = bool(cfg.rerank)
         betas = list(cfg.betas) if cfg.betas else None
         policies = value_policies(value, policy_lm, tokenizer, task, algo, ev, cfg.seed, betas)
         name = algo.name
