@@ -2,8 +2,9 @@
 
 Measures, for the tiny model on maze FO data: BC and ILQL training tokens/s (forward +
 backward + optimizer step), evaluation throughput (batched turns with a KV cache, env
-steps/s over full episodes), and sampling tokens/s of plain vs value-guided sampling vs
-Hugging Face `generate` on the same model, batch, prompts and lengths.
+steps/s over full episodes), sampling tokens/s of plain vs value-guided sampling (separate and
+shared trunks) vs Hugging Face `generate` on the same model, batch, prompts and lengths, and
+online-RL rollout throughput (env steps/s, generated tokens/s) at 1, 16 and 64 envs in lockstep.
 Writes `results/bench/foundation.json`.
 """
 
@@ -110,6 +111,43 @@ def bench_sampling(model, tok, episodes, batch_sizes: list[int], new_tokens: int
             "by_batch": rows}
 
 
+def bench_rollout(model, tok, batch_sizes: list[int], episodes: int) -> dict:
+    """Online-RL rollouts on maze FO: `episodes` episodes from random starts, played `batch` envs at
+    a time in lockstep (one batched generation per turn; finished episodes leave the batch)."""
+    make_env = lambda: MazeEnv(fully_observed=True)  # noqa: E731
+    rows = []
+    for batch in batch_sizes:
+        policy = LMPolicy(model, tok, history_window=1, max_input_tokens=256, max_new_tokens=8, batch_size=batch)
+        start, played = time.perf_counter(), []
+        for first in range(0, episodes, batch):
+            n = min(batch, episodes - first)
+            played += run_episodes(policy, make_env, [{}] * n, list(range(first, first + n)), desc=f"rollout b={batch}")
+        seconds = time.perf_counter() - start
+        steps = sum(ep.num_actions for ep in played)
+        tokens = sum(len(tok(t.text)["input_ids"]) for ep in played for t in ep.turns if t.is_action)
+        rows.append({"batch_envs": batch, "episodes": len(played), "env_steps": steps, "seconds": seconds,
+                     "env_steps_per_s": steps / seconds, "generated_tokens_per_s": tokens / seconds,
+                     "mean_return": sum(ep.total_return for ep in played) / len(played)})
+        print(json.dumps(rows[-1]), flush=True)
+    return {"policy": "tiny model after a short BC run (mostly valid 3-token moves)", "by_batch": rows}
+
+
+def quick_bc(model, tok, episodes, steps: int) -> None:
+    """A short BC run so rollout benchmarks see realistic actions rather than untrained noise."""
+    encode = SegmentEncoder(tok)
+    seqs = [s for ep in episodes for s in episode_to_sequences(ep, encode, 1, 512)]
+    engine = TorchEngine()
+    engine.setup(model, OptimConfig(lr=1e-3, total_steps=steps))
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        idx = torch.randint(len(seqs), (64,), generator=generator).tolist()
+        batch = collate([seqs[i] for i in idx], tok.pad_token_id)
+        out = engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        engine.backward(bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"]))
+        engine.step()
+    model.eval()
+
+
 def bench_ilql_step(model, tok, episodes, batch_size: int, repeats: int, bc_tokens_per_s: float) -> dict:
     """One ILQL optimizer step (value fwd/bwd + target fwd + next-state V + Polyak) vs a BC step."""
     trainer = ILQLTrainer.__new__(ILQLTrainer)
@@ -153,6 +191,8 @@ def main() -> None:
     }
     result["ilql_train_step"] = bench_ilql_step(model, tok, episodes, 64, args.repeats,
                                                 result["bc_train_step"]["tokens_per_s"])
+    quick_bc(model, tok, episodes, steps=200)
+    result["rollout_maze_fo"] = bench_rollout(model, tok, [1, 16, 64], episodes=64)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

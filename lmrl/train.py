@@ -51,7 +51,7 @@ def main(cfg: DictConfig) -> dict:
     engine = instantiate(cfg.hardware.engine)
     logger = instantiate(cfg.logger)
     trainer = build_trainer(cfg.algo, task=task, engine=engine, model=model, tokenizer=tokenizer, logger=logger,
-                            seed=cfg.seed)
+                            seed=cfg.seed, run_dir=run_dir)
     train_metrics = trainer.fit()
     trainer.save(run_dir / "checkpoint")
     metrics = evaluate_policies(task, trainer.policies(cfg.task.eval, cfg.seed), cfg.task.eval, cfg.seed)

@@ -50,3 +50,30 @@ def test_ilql_on_maze_fo_beats_the_bc_policy_it_starts_from(tmp_path):
                    tmp_path / "ilql", cache, timeout=3600)
     print(f"ILQL {ilql['normalized_score']:.1f} vs its BC start {bc['normalized_score']:.1f}")
     assert ilql["normalized_score"] >= bc["normalized_score"] + ILQL_MARGIN
+
+
+@pytest.fixture(scope="module")
+def weak_bc(tmp_path_factory):
+    """A deliberately weak BC start for the online algorithms (few steps), scored by its own run."""
+    root = tmp_path_factory.mktemp("weak_bc")
+    overrides = ["task=maze_fo", "algo=bc", f"algo.steps={WEAK_BC_STEPS}", f"task.eval.episodes_per_start={EPISODES_PER_START}"]
+    metrics = run_cli("lmrl.train", overrides, root / "run", root / "cache", timeout=1800)
+    return metrics["normalized_score"], root / "run" / "checkpoint", root / "cache"
+
+
+# The weak start's BC budget, and the margins the online algorithms must add to its score.
+WEAK_BC_STEPS = 100
+PPO_MARGIN = 10.0
+ONLINE_BC_MARGIN = 10.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo, margin", [("ppo", PPO_MARGIN), ("online_filtered_bc", ONLINE_BC_MARGIN)])
+def test_online_rl_improves_a_weak_bc_start(algo, margin, weak_bc, tmp_path):
+    start_score, checkpoint, cache = weak_bc
+    overrides = ["task=maze_fo", f"algo={algo}", f"algo.init_from={checkpoint}",
+                 f"task.eval.episodes_per_start={EPISODES_PER_START}"]
+    metrics = run_cli("lmrl.train", overrides, tmp_path / "run", cache, timeout=3600)
+    print(f"{algo} {metrics['normalized_score']:.1f} vs its weak BC start {start_score:.1f}")
+    assert (tmp_path / "run" / "rounds.png").exists()
+    assert metrics["normalized_score"] >= start_score + margin

@@ -8,6 +8,7 @@ from tests.e2e import ROOT, run_cli
 
 TASKS = sorted(p.stem for p in (ROOT / "conf/task").glob("*.yaml"))
 ALGOS = sorted(p.stem for p in (ROOT / "conf/algo").glob("*.yaml"))
+ONLINE = {"ppo", "online_filtered_bc"}
 REQUIRED = {"task", "algo", "return_mean", "normalized_score", "success_rate", "episodes"}
 
 
@@ -28,6 +29,9 @@ def test_smoke_run_writes_metrics_config_and_checkpoint(task, algo, tmp_path, ca
     ckpt = run / "checkpoint" / "value" if (run / "checkpoint" / "value").exists() else run / "checkpoint"
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         assert (ckpt / name).exists(), name
+    if algo in ONLINE:  # transcripts of every round and the learning curve as CSV and PNG
+        assert len(list((run / "rollouts").glob("round_*.jsonl"))) == 2
+        assert (run / "rounds.csv").read_text().count("\n") == 3 and (run / "rounds.png").stat().st_size > 0
     # the dataset was cached: a second task run reuses it (same recipe -> same file)
     assert len(list((cache / "datasets" / task).glob("*.jsonl"))) == 1
 

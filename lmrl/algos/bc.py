@@ -68,7 +68,7 @@ def top_fraction(episodes: list[Episode], fraction: float) -> list[Episode]:
 class BCTrainer:
     config_class = BCConfig
 
-    def __init__(self, cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int = 0):
+    def __init__(self, cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None):
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
         self.max_length = model_max_length(model)
         self.generator = torch.Generator().manual_seed(seed)
@@ -154,6 +154,13 @@ def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: i
     trainer.engine.save(tmp, tokenizer)
     os.replace(tmp, path)
     return path
+
+
+def start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed: int) -> Path:
+    """Where an RL stage starts: `cfg.init_from` if given, else the cached BC stage of `cfg.bc`."""
+    if cfg.init_from:
+        return Path(cfg.init_from)
+    return bc_checkpoint(cfg.bc, task, engine, model, tokenizer, logger, seed)
 
 
 class FilteredBCTrainer(BCTrainer):

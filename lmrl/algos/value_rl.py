@@ -22,7 +22,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lmrl.algos.base import OptimFields
-from lmrl.algos.bc import BCConfig, BCTrainer, bc_checkpoint, bc_loss, lm_policy
+from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, start_checkpoint
 from lmrl.algos.value_losses import gather_tokens, ilql_loss, mc_loss, mc_returns, polyak_update
 from lmrl.data.tokenize import SegmentEncoder, collate, decision_points, episode_to_chain, next_decision_index
 from lmrl.dist import OptimConfig
@@ -85,11 +85,10 @@ class MCTrainer(BCTrainer):
     config_class = ValueRLConfig
     n_q, with_v = 1, False
 
-    def __init__(self, cfg: ValueRLConfig, task, engine, model, tokenizer, logger, seed: int = 0):
+    def __init__(self, cfg: ValueRLConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None):
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
         self.generator = torch.Generator().manual_seed(seed)
-        bc_dir = Path(cfg.init_from) if cfg.init_from else bc_checkpoint(cfg.bc, task, engine, model, tokenizer,
-                                                                          logger, seed)
+        bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
         trunk = AutoModelForCausalLM.from_pretrained(bc_dir)
         self.max_length = model_max_length(trunk)
         self.seqs = self.build_sequences()
@@ -202,8 +201,8 @@ class ILQLTrainer(MCTrainer):
     config_class = ILQLConfig
     n_q, with_v = 2, True
 
-    def __init__(self, cfg: ILQLConfig, task, engine, model, tokenizer, logger, seed: int = 0):
-        super().__init__(cfg, task, engine, model, tokenizer, logger, seed)
+    def __init__(self, cfg: ILQLConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None):
+        super().__init__(cfg, task, engine, model, tokenizer, logger, seed, run_dir)
         self.target = copy.deepcopy(self.value).requires_grad_(False)
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:

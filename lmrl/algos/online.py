@@ -1,0 +1,222 @@
+"""Online training: rounds of batched rollouts with the current policy, then an update.
+
+`OnlineTrainer` holds what every online algorithm shares:
+- the starting policy: the cached BC stage (`bc_checkpoint`, as for ILQL) or `init_from`;
+- rollouts of `episodes_per_round` episodes from the env's random start states, all envs
+  stepped in lockstep with one batched KV-cache generation per turn (finished episodes leave
+  the batch, so no compute goes to them);
+- transcripts: every round's episodes as JSONL under `<run>/rollouts/`, one sample printed;
+- the learning curve: `<run>/rounds.csv` and `<run>/rounds.png` (rollout return per round).
+Subclasses build their models in `setup_models` and learn from a round in `update`.
+
+`OnlineFilteredBCTrainer` is LMRL-Gym's online %BC: keep the top fraction of this round's
+episodes by return and fine-tune on them with the BC loss, from this round only.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+from tqdm.auto import tqdm
+from transformers import AutoModelForCausalLM
+
+from lmrl.algos.base import OptimFields
+from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, start_checkpoint, top_fraction
+from lmrl.data.jsonl import write_episodes
+from lmrl.data.tokenize import SegmentEncoder, TokenSequence, episode_to_sequences
+from lmrl.dist import OptimConfig
+from lmrl.envs.base import Episode, history_to_str
+from lmrl.models.factory import model_max_length
+from lmrl.rollout.evaluate import run_episodes
+from lmrl.scoring import summarize
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OnlineConfig(OptimFields):
+    name: str = "online"
+    # Rollout/update rounds, and episodes sampled per round (random start states).
+    rounds: int = 20
+    episodes_per_round: int = 64
+    # Sampling temperature of the rollouts.
+    temperature: float = 1.0
+    # Passes over each round's training data, capped at max_steps_per_round optimizer steps (0 = no cap).
+    epochs: int = 1
+    max_steps_per_round: int = 0
+    # A BC checkpoint to start from; null trains (or reuses a cached) BC stage with `bc`.
+    init_from: str | None = None
+    bc: BCConfig = field(default_factory=BCConfig)
+    log_every: int = 25
+
+    def validate(self) -> list[str]:
+        problems = super().validate() + [f"bc.{p}" for p in self.bc.validate()]
+        for key in ("rounds", "episodes_per_round", "epochs"):
+            if getattr(self, key) < 1:
+                problems.append(f"{key} must be >= 1 (got {getattr(self, key)})")
+        if self.max_steps_per_round < 0:
+            problems.append(f"max_steps_per_round must be >= 0 (got {self.max_steps_per_round})")
+        if self.temperature < 0:
+            problems.append(f"temperature must be >= 0 (got {self.temperature})")
+        return problems
+
+
+@dataclass
+class OnlineFilteredBCConfig(OnlineConfig):
+    name: str = "online_filtered_bc"
+    # Keep this round's episodes with return >= the (1 - top_fraction) percentile (LMRL-Gym: 0.3).
+    top_fraction: float = 0.3
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        if not 0 < self.top_fraction <= 1:
+            problems.append(f"top_fraction must be in (0, 1] (got {self.top_fraction})")
+        return problems
+
+
+class OnlineTrainer(BCTrainer):
+    config_class = OnlineConfig
+
+    def __init__(self, cfg: OnlineConfig, task, engine, model, tokenizer, logger, seed: int = 0,
+                 run_dir: str | Path | None = None):
+        self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
+        self.seed, self.run_dir = seed, Path(run_dir) if run_dir is not None else None
+        self.generator = torch.Generator().manual_seed(seed)
+        self.encode = SegmentEncoder(tokenizer)
+        self.max_length = model_max_length(model)
+        bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
+        self.setup_models(bc_dir)
+        rollout_cfg = OmegaConf.merge(task.cfg.eval, {"temperature": cfg.temperature})
+        self.rollout_policy = lm_policy(self.policy_lm(), tokenizer, task, rollout_cfg, seed)
+        self.rounds: list[dict] = []
+
+    # -- what subclasses provide ------------------------------------------------------------------
+    def setup_models(self, bc_dir: Path) -> None:
+        model = AutoModelForCausalLM.from_pretrained(bc_dir)
+        self.engine.setup(model, self.optim_config())
+
+    def policy_lm(self) -> torch.nn.Module:
+        """The causal LM that acts (its live weights: rollouts always use the current policy)."""
+        return self.engine.unwrap()
+
+    def update(self, episodes: list[Episode], round_idx: int) -> dict:
+        raise NotImplementedError
+
+    # -- shared machinery ---------------------------------------------------------------------------
+    def optim_config(self) -> OptimConfig:
+        """A constant learning rate after warm-up: the number of steps depends on the rollouts."""
+        return OptimConfig(self.cfg.lr, total_steps=1, warmup_steps=self.cfg.warmup_steps,
+                           weight_decay=self.cfg.weight_decay, grad_clip=self.cfg.grad_clip, min_lr_ratio=1.0)
+
+    def link_sequences(self, episode: Episode) -> list[TokenSequence]:
+        """The episode tokenized as in the offline data (one sequence per action for windowed tasks)."""
+        seqs = episode_to_sequences(episode, self.encode, self.task.history_window, self.max_length)
+        return [s for s in seqs if s.action_mask[1:].any()]
+
+    def collect(self, round_idx: int) -> list[Episode]:
+        """`episodes_per_round` episodes of the current policy from random start states."""
+        rng = random.Random(f"{self.seed}/{round_idx}")
+        seeds = [rng.randrange(2**31) for _ in range(self.cfg.episodes_per_round)]
+        episodes = run_episodes(self.rollout_policy, self.task.make_env, [{}] * len(seeds), seeds,
+                                desc=f"rollout {round_idx}")
+        if self.run_dir is not None:
+            write_episodes(self.run_dir / "rollouts" / f"round_{round_idx:03d}.jsonl", episodes)
+        return episodes
+
+    def fit(self) -> dict:
+        start = time.perf_counter()
+        bar = tqdm(range(self.cfg.rounds), desc=f"{self.cfg.name} rounds", unit="round")
+        for r in bar:
+            t0 = time.perf_counter()
+            episodes = self.collect(r)
+            rollout_seconds = time.perf_counter() - t0
+            stats = summarize(episodes, self.task.normalization)
+            sample = episodes[r % len(episodes)]
+            log.info("round %d sample episode (return %.1f):\n%s", r, sample.total_return,
+                     history_to_str(sample.turns)[-1500:])
+            t1 = time.perf_counter()
+            logs = self.update(episodes, r)
+            actions = sum(ep.num_actions for ep in episodes)
+            tokens = sum(len(self.encode(t.text)) for ep in episodes for t in ep.turns if t.is_action)
+            row = {"round": r, "return_mean": stats["return_mean"], "normalized_score": stats["normalized_score"],
+                   "success_rate": stats["success_rate"], "episode_length": stats["episode_length"],
+                   "env_steps_per_s": actions / rollout_seconds, "generated_tokens_per_s": tokens / rollout_seconds,
+                   "rollout_seconds": rollout_seconds, "update_seconds": time.perf_counter() - t1, **logs}
+            self.rounds.append(row)
+            self.logger.log({f"rollout/{k}": v for k, v in row.items() if k != "round"}, step=r)
+            bar.set_postfix(ret=f"{stats['return_mean']:.1f}", norm=f"{stats['normalized_score']:.1f}")
+        self.write_curve()
+        first, last = self.rounds[0], self.rounds[-1]
+        return {"train_rounds": self.cfg.rounds, "train_seconds": time.perf_counter() - start,
+                "rollout_normalized_first": first["normalized_score"],
+                "rollout_normalized_last": last["normalized_score"],
+                "rollout_env_steps_per_s": sum(r["env_steps_per_s"] for r in self.rounds) / len(self.rounds)}
+
+    def write_curve(self) -> None:
+        """rounds.csv and rounds.png: the rollout return per round, the learning curve of online RL."""
+        if self.run_dir is None or not self.rounds:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        keys = list(dict.fromkeys(k for row in self.rounds for k in row))
+        with open(self.run_dir / "rounds.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(self.rounds)
+        plot_rounds(self.rounds, self.run_dir / "rounds.png",
+                    f"{self.task.name} {self.cfg.name}: rollouts at temperature {self.cfg.temperature:g}")
+
+    def train_steps(self, n_items: int) -> int:
+        """Optimizer steps for a round with `n_items` sequences: `epochs` passes, capped."""
+        steps = self.cfg.epochs * max(1, math.ceil(n_items / self.cfg.batch_size))
+        return min(steps, self.cfg.max_steps_per_round) if self.cfg.max_steps_per_round else steps
+
+
+def plot_rounds(rounds: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [r["round"] for r in rounds]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(x, [r["normalized_score"] for r in rounds], marker="o", label="normalized score")
+    ax.axhline(50, color="grey", linestyle=":", linewidth=1, label="dataset average (50)")
+    ax.set_xlabel("round")
+    ax.set_ylabel("normalized score of the round's rollouts")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+class OnlineFilteredBCTrainer(OnlineTrainer):
+    config_class = OnlineFilteredBCConfig
+
+    def update(self, episodes: list[Episode], round_idx: int) -> dict:
+        kept = top_fraction(episodes, self.cfg.top_fraction)
+        seqs = [s for ep in kept for s in self.link_sequences(ep)]
+        if not seqs:
+            return {"kept_episodes": len(kept), "train_steps": 0}
+        self.engine.train()
+        losses = []
+        for batch in itertools.islice(self.batches(seqs), self.train_steps(len(seqs))):
+            out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            loss = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"])
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite online filtered BC loss in round {round_idx}")
+            self.engine.backward(loss)
+            self.engine.step()
+            losses.append(loss.item())
+        return {"kept_episodes": len(kept), "kept_return_min": min(ep.total_return for ep in kept),
+                "train_steps": len(losses), "bc_loss": sum(losses) / len(losses)}
+

@@ -1,0 +1,238 @@
+"""Multi-turn token-level PPO (LMRL-Gym's recipe, algorithms.md §4).
+
+Model layout as in the original: the policy LM with a value head on its last hidden state
+(one trunk, value gradients reach it), and a frozen copy of the BC policy as the KL
+reference.  Dropout is switched off so log-probs are deterministic.
+
+One round:
+1. Roll out `episodes_per_round` episodes with the current policy (temperature 1).
+2. Re-tokenize them exactly like the offline data (one sequence per action for windowed
+   tasks) and run one teacher-forced pass of policy + value and of the reference: the old
+   log-probs and values come from this pass, not from the sampler, so ratios start at 1.
+3. Per agent token: `r - kl_coef * (log pi - log pi_ref)` (env reward on an utterance's last
+   token).  The decision points of an episode's sequences, in order, form one stream, and GAE
+   runs over it: environment tokens are never states, and the value after an action's last
+   token is the value at the next action's first decision (0 after the episode).
+4. Whiten advantages over the round; `epochs` passes of shuffled minibatches of the clipped
+   policy loss + `value_coef` x clipped value loss (+ `bc_weight` x BC on the offline data).
+5. Adapt the KL coefficient when `kl_target` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM
+
+from lmrl.algos.bc import bc_loss, lm_policy
+from lmrl.algos.online import OnlineConfig, OnlineTrainer
+from lmrl.algos.ppo_losses import (AdaptiveKL, FixedKL, gae, kl_k3, kl_penalized_rewards, policy_loss, value_loss,
+                                   whiten)
+from lmrl.algos.value_losses import gather_tokens
+from lmrl.data.tokenize import TokenSequence, collate, decision_points, next_decision_index
+from lmrl.envs.base import Episode
+from lmrl.models.value import ValueModel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PPOConfig(OnlineConfig):
+    name: str = "ppo"
+    gamma: float = 0.99
+    lam: float = 0.95
+    cliprange: float = 0.2
+    cliprange_value: float = 0.2
+    value_coef: float = 0.5
+    # Per-token KL penalty to the BC reference; adaptive (Ziegler) when kl_target is set.
+    kl_coef: float = 0.001
+    kl_target: float | None = None
+    kl_horizon: int = 10000
+    whiten_advantages: bool = True
+    # Weight of a BC loss on the offline dataset added to each minibatch (0 for maze).
+    bc_weight: float = 0.0
+    # Initial value-head bias; null = the mean discounted return of the first round's decisions.
+    value_bias: float | None = None
+    # Sequences per teacher-forced pass when scoring a round (memory, not math).
+    score_batch_size: int = 64
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
+            problems.append(f"gamma and lam must be in [0, 1] (got {self.gamma}, {self.lam})")
+        if self.cliprange <= 0 or self.cliprange_value <= 0 or self.value_coef < 0 or self.kl_coef < 0:
+            problems.append("cliprange and cliprange_value must be > 0; value_coef and kl_coef >= 0")
+        if self.kl_target is not None and (self.kl_target <= 0 or self.kl_horizon < 1):
+            problems.append("kl_target must be > 0 and kl_horizon >= 1")
+        if self.bc_weight < 0 or self.score_batch_size < 1:
+            problems.append("bc_weight must be >= 0 and score_batch_size >= 1")
+        return problems
+
+
+@dataclass
+class Scored:
+    """One sequence of a round with per-decision arrays (decision points in order)."""
+
+    seq: TokenSequence
+    old_logp: torch.Tensor  # [n]
+    old_values: torch.Tensor  # [n]
+    advantages: torch.Tensor  # [n]
+    returns: torch.Tensor  # [n]
+
+
+class PPOTrainer(OnlineTrainer):
+    config_class = PPOConfig
+
+    def setup_models(self, bc_dir: Path) -> None:
+        lm = AutoModelForCausalLM.from_pretrained(bc_dir)
+        for module in lm.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0  # PPO ratios need deterministic log-probs
+        self.model = ValueModel(lm, n_q=0, with_v=True, keep_lm_head=True)
+        self.reference = AutoModelForCausalLM.from_pretrained(bc_dir).eval().requires_grad_(False)
+        self.engine.setup(self.model, self.optim_config())
+        self.reference.to(self.engine.device)
+        cfg = self.cfg
+        self.kl = AdaptiveKL(cfg.kl_coef, cfg.kl_target, cfg.kl_horizon) if cfg.kl_target else FixedKL(cfg.kl_coef)
+        self.value_initialized = cfg.value_bias is not None
+        if cfg.value_bias is not None:
+            torch.nn.init.constant_(self.model.v_head.out.bias, cfg.value_bias)
+        self.offline = None
+        if cfg.bc_weight > 0:
+            self.offline = self.batches(self.sequences())  # the task's offline data, for the BC term
+
+    def policy_lm(self) -> torch.nn.Module:
+        return self.model.lm
+
+    @torch.no_grad()
+    def score(self, seqs: list[TokenSequence]) -> list[dict]:
+        """Teacher-forced pass: per sequence, its decisions' log-probs (policy, reference), values, rewards."""
+        self.engine.eval()
+        out = []
+        for i in range(0, len(seqs), self.cfg.score_batch_size):
+            chunk = seqs[i : i + self.cfg.score_batch_size]
+            batch = collate(chunk, self.tokenizer.pad_token_id)
+            decide = decision_points(batch["action_mask"], batch["attention_mask"])
+            tokens = batch["input_ids"][:, 1:]
+            model_out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            ref_logits = self.reference(input_ids=batch["input_ids"].to(self.engine.device),
+                                        attention_mask=batch["attention_mask"].to(self.engine.device)).logits
+            columns = {
+                "logp": token_logprobs(model_out.logits, tokens),
+                "ref_logp": token_logprobs(ref_logits, tokens),
+                "values": model_out.v[:, :-1].float().cpu(),
+                "rewards": batch["rewards"][:, 1:],
+            }
+            counts = decide.sum(dim=1).tolist()
+            split = {k: v[decide].split(counts) for k, v in columns.items()}  # row-major: each row in order
+            out += [{k: split[k][b] for k in columns} for b in range(len(chunk))]
+        return out
+
+    def advantages(self, episodes_scored: list[list[dict]]) -> tuple[list[list[dict]], dict]:
+        """GAE over each episode's stream of decisions (all its sequences, in order)."""
+        streams = [{k: torch.cat([s[k] for s in links]) for k in links[0]} for links in episodes_scored]
+        length = max(len(s["logp"]) for s in streams)
+        valid = torch.zeros(len(streams), length, dtype=torch.bool)
+        padded = {k: torch.zeros(len(streams), length) for k in streams[0]}
+        for e, s in enumerate(streams):
+            valid[e, : len(s["logp"])] = True
+            for k in padded:
+                padded[k][e, : len(s[k])] = s[k]
+        if not self.value_initialized:
+            # Adam moves a bias by ~lr per step: start V at the mean discounted return (V == bias now,
+            # the head's output weights are still zero), as MC/ILQL do for their heads
+            _, mc = gae(padded["rewards"], torch.zeros_like(padded["values"]), valid, next_decision_index(valid),
+                        self.cfg.gamma, 1.0)
+            bias = float(mc[valid].mean())
+            torch.nn.init.constant_(self.model.v_head.out.bias, bias)
+            padded["values"] = torch.where(valid, torch.full_like(padded["values"], bias), 0.0)
+            self.value_initialized = True
+            log.info("ppo: value head bias set to the first round's mean return %.3f", bias)
+        rewards = kl_penalized_rewards(padded["rewards"], padded["logp"], padded["ref_logp"], valid, self.kl.value)
+        adv, ret = gae(rewards, padded["values"], valid, next_decision_index(valid), self.cfg.gamma, self.cfg.lam)
+        if self.cfg.whiten_advantages:
+            adv = whiten(adv, valid)
+        kl = float(kl_k3(padded["logp"], padded["ref_logp"], valid))
+        out = []
+        for e, links in enumerate(episodes_scored):
+            n = [len(s["logp"]) for s in links]
+            fields = {"old_values": padded["values"][e][valid[e]], "advantages": adv[e][valid[e]],
+                      "returns": ret[e][valid[e]]}
+            per_link = {k: v.split(n) for k, v in fields.items()}
+            out.append([{**s, **{k: per_link[k][j] for k in per_link}} for j, s in enumerate(links)])
+        return out, {"kl": kl, "kl_coef": self.kl.value, "return_target_mean": float(ret[valid].mean()),
+                     "old_value_mean": float(padded["values"][valid].mean())}
+
+    def update(self, episodes: list[Episode], round_idx: int) -> dict:
+        links = [ep_links for ep_links in map(self.link_sequences, episodes) if ep_links]
+        scored = iter(self.score([s for ep_links in links for s in ep_links]))
+        per_episode, logs = self.advantages([[next(scored) for _ in ep_links] for ep_links in links])
+        samples = [Scored(seq, d["logp"], d["old_values"], d["advantages"], d["returns"])
+                   for ep_links, ds in zip(links, per_episode) for seq, d in zip(ep_links, ds)]
+        train_logs = self.optimize(samples, round_idx)
+        self.kl.update(logs["kl"], len(samples))
+        return {**logs, **train_logs}
+
+    def optimize(self, samples: list[Scored], round_idx: int) -> dict:
+        self.engine.train()
+        totals: dict[str, float] = {}
+        steps, budget = 0, self.train_steps(len(samples))
+        order_gen = torch.Generator().manual_seed(self.seed * 7919 + round_idx)
+        for _ in range(self.cfg.epochs):
+            order = torch.randperm(len(samples), generator=order_gen).tolist()
+            for i in range(0, len(order), self.cfg.batch_size):
+                if steps == budget:
+                    break
+                mb = [samples[j] for j in order[i : i + self.cfg.batch_size]]
+                loss, logs = self.minibatch_loss(mb)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"non-finite PPO loss in round {round_idx}: {logs}")
+                self.engine.backward(loss)
+                stats = self.engine.step()
+                for k, v in {**logs, "grad_norm": stats["grad_norm"]}.items():
+                    totals[k] = totals.get(k, 0.0) + v
+                steps += 1
+        return {"train_steps": steps, **{k: v / max(steps, 1) for k, v in totals.items()}}
+
+    def minibatch_loss(self, mb: list[Scored]) -> tuple[torch.Tensor, dict]:
+        batch = collate([s.seq for s in mb], self.tokenizer.pad_token_id)
+        decide = decision_points(batch["action_mask"], batch["attention_mask"])
+        out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        device = out.logits.device
+        logp = token_logprobs(out.logits, batch["input_ids"][:, 1:].to(device), keep_graph=True)[decide.to(device)]
+        values = out.v[:, :-1][decide.to(device)]
+        cat = lambda name: torch.cat([getattr(s, name) for s in mb]).to(device)  # noqa: E731
+        pg, pg_logs = policy_loss(logp, cat("old_logp"), cat("advantages"), self.cfg.cliprange)
+        vf, vf_logs = value_loss(values.float(), cat("old_values"), cat("returns"), self.cfg.cliprange_value)
+        loss = pg + self.cfg.value_coef * vf
+        logs = {"pg_loss": pg.item(), "vf_loss": vf.item(), **pg_logs, **vf_logs}
+        if self.offline is not None:
+            bc_batch = next(self.offline)
+            bc_out = self.engine.forward(input_ids=bc_batch["input_ids"], attention_mask=bc_batch["attention_mask"])
+            bc = bc_loss(bc_out.logits, bc_batch["input_ids"].to(device), bc_batch["action_mask"].to(device),
+                         bc_batch["attention_mask"].to(device))
+            loss = loss + self.cfg.bc_weight * bc
+            logs["bc_loss"] = bc.item()
+        return loss, logs
+
+    def save(self, directory: Path) -> None:
+        """The policy as a save_pretrained LM (what `lmrl.evaluate` loads) plus its value head."""
+        directory = Path(directory)
+        self.model.lm.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        torch.save(self.model.v_head.state_dict(), directory / "value_head.pt")
+
+    def policies(self, eval_cfg, seed: int) -> dict:
+        return {"sample": lm_policy(self.model.lm, self.tokenizer, self.task, eval_cfg, seed)}
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, keep_graph: bool = False) -> torch.Tensor:
+    """log p(token t+1 | prefix) for every position: logits [B, T, V], tokens [B, T-1] -> [B, T-1]."""
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
+    out = gather_tokens(logp, tokens)
+    return out if keep_graph else out.cpu()
+
