@@ -5,7 +5,7 @@ import torch
 from lmrl.models.factory import build_tiny
 from lmrl.models.value import GuidedLM, ValueModel
 from lmrl.rollout.sampler import newline_stop_mask, sample_turns
-from tests.rollout.test_sampler import greedy_no_cache
+from tests.rollout.test_sampler import assert_batched_greedy_matches_uncached, greedy_no_cache
 
 CORPUS = ["The goal is at position 8, 6.\n", "move up\n", "move left\n", "There is a wall above you.\n"] * 20
 
@@ -27,12 +27,7 @@ def value_model(n_q=2, keep_lm_head=False):
 def test_guided_sampling_with_caches_matches_full_recompute():
     policy, tok = tiny(seed=0)
     vm, _ = value_model()
-    guided = GuidedLM(vm, policy, beta=4.0).eval()
-    stop = newline_stop_mask(tok, len(tok))
-    prompts = [tok(t)["input_ids"] for t in ["The goal is", "move", "There is a wall above you.\nmove"]]
-    rows = sample_turns(guided, prompts, stop, tok.pad_token_id, max_new_tokens=6, temperature=0)
-    for prompt, row in zip(prompts, rows):
-        assert row == greedy_no_cache(guided, prompt, stop.tolist(), 6)
+    assert_batched_greedy_matches_uncached(GuidedLM(vm, policy, beta=4.0).eval(), tok)
 
 
 def test_guided_logits_are_policy_plus_beta_min_q():

@@ -28,13 +28,18 @@ def greedy_no_cache(model, prompt, stop, steps):
     return out
 
 
-def test_batched_cached_greedy_equals_one_by_one_uncached():
-    model, tok = tiny()
+def assert_batched_greedy_matches_uncached(model, tok):
+    """Left-padded prompts of different lengths, greedy with the KV cache == one by one without it."""
     stop = newline_stop_mask(tok, len(tok))
     prompts = [tok(t)["input_ids"] for t in ["The goal is", "move", "There is a wall above you.\nmove"]]
     batched = sample_turns(model, prompts, stop, tok.pad_token_id, max_new_tokens=6, temperature=0)
     for prompt, row in zip(prompts, batched):
         assert row == greedy_no_cache(model, prompt, stop.tolist(), 6)
+
+
+def test_batched_cached_greedy_equals_one_by_one_uncached():
+    model, tok = tiny()
+    assert_batched_greedy_matches_uncached(model, tok)
 
 
 def test_rows_stop_at_their_stop_token():
