@@ -56,6 +56,11 @@ class TextEnv(abc.ABC):
         """The evaluation protocol's start states (one `options` dict each); default: one free start."""
         return [{}]
 
+    def legal_actions(self) -> list[str] | None:
+        """Every action the rules accept in the current state (each with its newline), or None
+        when the set is open-ended.  Used by random-legal baselines, benchmarks and fuzzers."""
+        return None
+
 
 @dataclass
 class Episode:

@@ -166,6 +166,9 @@ class MazeEnv(TextEnv):
     def eval_reset_options(self) -> list[dict]:
         return [{"init_position": cell} for cell in self._starts]
 
+    def legal_actions(self) -> list[str]:
+        return list(ACTIONS)
+
     def _observe(self) -> str:
         return describe(self.position, self.goal, self.fully_observed, self.layout)
 
