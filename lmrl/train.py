@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 def evaluate(task: Task, policy, eval_cfg, seed: int) -> tuple[dict, list]:
     """The task's protocol (every start state x N sampled episodes) -> summary metrics."""
-    options, seeds = protocol(task.make_env, eval_cfg.episodes_per_start, seed)
+    options, seeds = protocol(task.make_env, eval_cfg.episodes_per_start, seed, eval_cfg.get("max_starts"))
     episodes = run_episodes(policy, task.make_env, options, seeds)
     return summarize(episodes, task.normalization), episodes
 

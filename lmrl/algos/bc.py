@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from lmrl.algos.base import OptimFields
-from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, episode_to_sequences
+from lmrl.data.packed import PackedSequences
+from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, episode_to_sequences, has_decision
 from lmrl.dist import OptimConfig
 from lmrl.envs.base import Episode
 from lmrl.models.factory import model_max_length
@@ -58,11 +59,15 @@ class FilteredBCConfig(BCConfig):
         return problems
 
 
+def return_threshold(returns: np.ndarray, fraction: float) -> float:
+    """The original's filter keeps `return >= percentile(returns, 100 * (1 - fraction))`."""
+    return float(np.percentile(returns, 100 * (1 - fraction)))
+
+
 def top_fraction(episodes: list[Episode], fraction: float) -> list[Episode]:
-    """The original's filter: keep `return >= percentile(returns, 100 * (1 - fraction))`."""
-    returns = np.array([ep.total_return for ep in episodes])
-    threshold = np.percentile(returns, 100 * (1 - fraction))
-    return [ep for ep, r in zip(episodes, returns) if r >= threshold]
+    """The episodes the original's filter keeps (see `return_threshold`)."""
+    threshold = return_threshold(np.array([ep.total_return for ep in episodes]), fraction)
+    return [ep for ep in episodes if ep.total_return >= threshold]
 
 
 class BCTrainer:
@@ -75,17 +80,20 @@ class BCTrainer:
         engine.setup(model, OptimConfig(cfg.lr, cfg.steps, cfg.warmup_steps, cfg.weight_decay, grad_clip=cfg.grad_clip,
                                         min_lr_ratio=cfg.min_lr_ratio))
 
-    def select(self, episodes: Iterable[Episode]) -> list[Episode]:
-        return list(episodes)
+    def select(self) -> Iterable[Episode]:
+        """The episodes to imitate, streamed from disk (all of them)."""
+        return self.task.episodes()
 
-    def sequences(self) -> list[TokenSequence]:
-        episodes = self.select(self.task.episodes())
+    def sequences(self) -> PackedSequences:
         encode = SegmentEncoder(self.tokenizer)
-        seqs = [s for ep in episodes for s in episode_to_sequences(ep, encode, self.task.history_window, self.max_length)]
-        log.info("%s: %d episodes -> %d training sequences", self.cfg.name, len(episodes), len(seqs))
-        return [s for s in seqs if s.action_mask[1:].any()]
+        seqs = PackedSequences.build(
+            (s for ep in self.select() for s in episode_to_sequences(ep, encode, self.task.history_window, self.max_length)),
+            keep=has_decision)
+        log.info("%s: %d training sequences, %d tokens (%.0f MB packed)", self.cfg.name, len(seqs), seqs.num_tokens,
+                 seqs.nbytes / 2**20)
+        return seqs
 
-    def batches(self, seqs: list[TokenSequence]):
+    def batches(self, seqs: Sequence[TokenSequence]):
         """Endless shuffled epochs of collated batches."""
         while True:
             order = torch.randperm(len(seqs), generator=self.generator).tolist()
@@ -166,8 +174,10 @@ def start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed: int) -> 
 class FilteredBCTrainer(BCTrainer):
     config_class = FilteredBCConfig
 
-    def select(self, episodes: Iterable[Episode]) -> list[Episode]:
-        episodes = list(episodes)
-        kept = top_fraction(episodes, self.cfg.top_fraction)
-        log.info("filtered BC keeps %d of %d episodes (top %.0f%%)", len(kept), len(episodes), 100 * self.cfg.top_fraction)
-        return kept
+    def select(self) -> Iterator[Episode]:
+        """Two streaming passes: the returns (to find the percentile), then the episodes above it."""
+        returns = np.array([ep.total_return for ep in self.task.episodes()])
+        threshold = return_threshold(returns, self.cfg.top_fraction)
+        log.info("filtered BC keeps %d of %d episodes (top %.0f%%)", int((returns >= threshold).sum()), len(returns),
+                 100 * self.cfg.top_fraction)
+        return (ep for ep in self.task.episodes() if ep.total_return >= threshold)

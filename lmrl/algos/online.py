@@ -32,7 +32,7 @@ from transformers import AutoModelForCausalLM
 from lmrl.algos.base import OptimFields
 from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, start_checkpoint, top_fraction
 from lmrl.data.jsonl import write_episodes
-from lmrl.data.tokenize import SegmentEncoder, TokenSequence, episode_to_sequences
+from lmrl.data.tokenize import SegmentEncoder, TokenSequence, episode_to_sequences, has_decision
 from lmrl.dist import OptimConfig
 from lmrl.envs.base import Episode, history_to_str
 from lmrl.models.factory import model_max_length
@@ -120,7 +120,7 @@ class OnlineTrainer(BCTrainer):
     def link_sequences(self, episode: Episode) -> list[TokenSequence]:
         """The episode tokenized as in the offline data (one sequence per action for windowed tasks)."""
         seqs = episode_to_sequences(episode, self.encode, self.task.history_window, self.max_length)
-        return [s for s in seqs if s.action_mask[1:].any()]
+        return [s for s in seqs if has_decision(s)]
 
     def collect(self, round_idx: int) -> list[Episode]:
         """`episodes_per_round` episodes of the current policy from random start states."""

@@ -24,7 +24,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from lmrl.algos.base import OptimFields
 from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, start_checkpoint
 from lmrl.algos.value_losses import gather_tokens, ilql_loss, mc_loss, mc_returns, polyak_update
-from lmrl.data.tokenize import SegmentEncoder, collate, decision_points, episode_to_chain, next_decision_index
+from lmrl.data.packed import PackedSequences
+from lmrl.data.tokenize import (
+    SegmentEncoder, collate, decision_points, episode_to_chain, has_decision, next_decision_index,
+)
 from lmrl.dist import OptimConfig
 from lmrl.models.factory import model_max_length
 from lmrl.models.value import GuidedLM, ValueModel
@@ -106,10 +109,13 @@ class MCTrainer(BCTrainer):
 
     def build_sequences(self):
         encode = SegmentEncoder(self.tokenizer)
-        seqs = [s for ep in self.task.episodes()
-                for s in episode_to_chain(ep, encode, self.task.history_window, self.max_length, self.cfg.gamma)]
-        log.info("%s: %d training sequences", self.cfg.name, len(seqs))
-        return [s for s in seqs if s.action_mask[1:].any()]
+        seqs = PackedSequences.build(
+            (s for ep in self.task.episodes()
+             for s in episode_to_chain(ep, encode, self.task.history_window, self.max_length, self.cfg.gamma)),
+            keep=has_decision)
+        log.info("%s: %d training sequences, %d tokens (%.0f MB packed)", self.cfg.name, len(seqs), seqs.num_tokens,
+                 seqs.nbytes / 2**20)
+        return seqs
 
     def mean_return(self) -> float:
         """Mean discounted return over the data's decision points.  Adam moves a weight by about

@@ -126,6 +126,11 @@ def episode_to_chain(
     return seqs
 
 
+def has_decision(seq: TokenSequence) -> bool:
+    """A sequence is trainable when some token after the first is an agent decision."""
+    return bool(seq.action_mask[1:].any())
+
+
 def decision_points(action_mask: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """[..., T] -> [..., T-1]: position t decides when token t+1 is a (real) agent token."""
     decide = action_mask[..., 1:].bool()

@@ -8,6 +8,7 @@ training always passes explicit attention masks, so pad may equal eos safely.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from typing import Callable, Iterable
@@ -51,10 +52,14 @@ def build_tiny(
     n_head: int = 4,
     n_positions: int = 512,
     dropout: float = 0.0,
+    tokenizer_max_segments: int | None = 200_000,
     **_: object,
 ):
-    """GPT-2 architecture from a config (random init) with a tokenizer trained on `corpus()`."""
-    tokenizer = train_tokenizer(corpus(), vocab_size)
+    """GPT-2 architecture from a config (random init) with a tokenizer trained on `corpus()`.
+
+    The tokenizer sees at most `tokenizer_max_segments` segments from the start of the corpus:
+    task text is repetitive, and a 1M-episode dataset need not be read twice."""
+    tokenizer = train_tokenizer(itertools.islice(corpus(), tokenizer_max_segments), vocab_size)
     config = GPT2Config(
         vocab_size=len(tokenizer),
         n_layer=n_layer,

@@ -23,9 +23,24 @@ def run_episodes(
     return list(envs.episodes)
 
 
-def protocol(make_env: Callable[[], TextEnv], episodes_per_start: int, seed: int) -> tuple[list[dict], list[int]]:
-    """Each of the env's evaluation start states, `episodes_per_start` times, with distinct seeds."""
-    starts = make_env().eval_reset_options()
+def protocol(
+    make_env: Callable[[], TextEnv], episodes_per_start: int, seed: int, max_starts: int | None = None
+) -> tuple[list[dict], list[int]]:
+    """Each of the env's evaluation start states, `episodes_per_start` times, with distinct seeds.
+
+    `max_starts` keeps that many start states, evenly spread over the env's list (quick runs
+    on tasks with hundreds of them: 645 endgame positions, every Wordle secret)."""
+    starts = spread(make_env().eval_reset_options(), max_starts)
     options = [opt for opt in starts for _ in range(episodes_per_start)]
     seeds = [seed * 1_000_003 + k for k in range(len(options))]
     return options, seeds
+
+
+def spread(items: Sequence, k: int | None) -> list:
+    """`k` items evenly spaced over `items` (all of them when `k` is None or not smaller)."""
+    items = list(items)
+    if k is None or k >= len(items):
+        return items
+    if k < 1:
+        raise ValueError(f"eval.max_starts must be >= 1 or null, got {k}")
+    return [items[(i * len(items)) // k] for i in range(k)]
