@@ -44,6 +44,7 @@ test-slow: install  ## the slow tier: learning tests (policy beats a baseline me
 
 bench: install  ## benchmarks, JSON under results/bench/
 	$(PY) -m lmrl.bench
+	$(PY) -m lmrl.bench_envs
 
 clean:  ## remove outputs and caches (keeps the virtualenv)
 	rm -rf outputs multirun .cache .pytest_cache
