@@ -34,11 +34,27 @@ def config_hash(node) -> str:
 
 
 def recipe_key(recipe) -> str:
-    """Cache key of a dataset recipe: its config and the source of the generator's module,
-    so editing the generator invalidates old datasets instead of silently reusing them."""
+    """Cache key of a dataset recipe: its config, plus the source of the generator's module and of
+    every `lmrl.envs` / `data_gen` module and task data file it uses, so editing a generator, an
+    env's rules or a word list invalidates old datasets instead of silently reusing them."""
     module = importlib.import_module(recipe._target_.rsplit(".", 1)[0])
-    code = hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:8]
-    return f"{config_hash(recipe)}-{code}"
+    digest = hashlib.sha256()
+    for path in generator_sources(module):
+        digest.update(path.read_bytes())
+    return f"{config_hash(recipe)}-{digest.hexdigest()[:8]}"
+
+
+def generator_sources(module) -> list[Path]:
+    """The generator's own file, the task-code modules it imports, and the envs' data files."""
+    ours = ("lmrl.envs", "data_gen")
+    files = {Path(inspect.getfile(module))}
+    for value in vars(module).values():
+        source = inspect.getmodule(value)
+        if source is not None and source.__name__.startswith(ours) and getattr(source, "__file__", None):
+            files.add(Path(source.__file__))
+    data_dir = Path(inspect.getfile(importlib.import_module("lmrl.envs"))).parent / "data"
+    files.update(data_dir.glob("*.txt"))
+    return sorted(files)
 
 
 class Task:

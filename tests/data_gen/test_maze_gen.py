@@ -9,24 +9,12 @@ from lmrl.data.jsonl import read_episodes
 from lmrl.data.stats import dataset_stats, format_stats_table
 from lmrl.envs.base import Episode, Text
 from lmrl.envs.maze import GOAL, MazeEnv, start_cells
+from tests.helpers import replay
 
 
 @pytest.fixture(scope="module")
 def default_dataset() -> list[Episode]:
     return list(generate(DEFAULT_EPISODES, seed=0))
-
-
-def replay(episode: Episode, fully_observed: bool) -> tuple[list[Text], list[float]]:
-    """Feed the episode's actions to a fresh env started where it started."""
-    env = MazeEnv(fully_observed=fully_observed)
-    history, _ = env.reset(options={"init_position": episode.info["start"]})
-    turns, rewards = list(history), [0.0]
-    for action in (t.text for t in episode.turns if t.is_action):
-        result = env.step(action)
-        turns += [Text(action, True), result.history[-1]]
-        rewards += [result.reward, 0.0]
-    assert env.done
-    return turns, rewards
 
 
 def test_deterministic_and_prefix_stable():
@@ -46,12 +34,12 @@ def test_fo_and_po_share_trajectories():
 
 def test_every_episode_replays_exactly(default_dataset):
     for episode in default_dataset:
-        assert replay(episode, fully_observed=True) == (episode.turns, episode.rewards)
+        assert replay(MazeEnv(fully_observed=True), {"init_position": episode.info["start"]}, episode) == (episode.turns, episode.rewards)
 
 
 def test_po_episodes_replay_exactly():
     for episode in generate(150, seed=2, fully_observed=False):
-        assert replay(episode, fully_observed=False) == (episode.turns, episode.rewards)
+        assert replay(MazeEnv(fully_observed=False), {"init_position": episode.info["start"]}, episode) == (episode.turns, episode.rewards)
 
 
 def test_episode_shape(default_dataset):

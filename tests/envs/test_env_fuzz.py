@@ -5,6 +5,7 @@ import random
 import pytest
 
 from lmrl.envs.maze import MazeEnv, start_cells
+from tests.helpers import random_unicode
 
 DIRECTIONS = ("up", "down", "left", "right")
 # The exact valid utterances, spelled out here rather than taken from the env's parser.
@@ -21,16 +22,6 @@ ALPHABETS = [
     "moveuplftdwnrigh \n",
     "éß漢字🙂Ωж\u200b\u202e\ufeffالعربية",
 ]
-
-
-def random_unicode(rng: random.Random, length: int) -> str:
-    """Code points from the whole range, surrogates excluded (they cannot be encoded)."""
-    chars = []
-    while len(chars) < length:
-        cp = rng.randrange(0x110000)
-        if not 0xD800 <= cp <= 0xDFFF:
-            chars.append(chr(cp))
-    return "".join(chars)
 
 
 def mutate(rng: random.Random, text: str) -> str:

@@ -1,0 +1,29 @@
+"""Test helpers shared by the env, fuzz and dataset tests."""
+
+from __future__ import annotations
+
+import random
+
+from lmrl.envs.base import Episode, Text, TextEnv
+
+
+def random_unicode(rng: random.Random, length: int) -> str:
+    """Code points from the whole range, surrogates excluded (they cannot be encoded)."""
+    chars = []
+    while len(chars) < length:
+        cp = rng.randrange(0x110000)
+        if not 0xD800 <= cp <= 0xDFFF:
+            chars.append(chr(cp))
+    return "".join(chars)
+
+
+def replay(env: TextEnv, options: dict, episode: Episode) -> tuple[list[Text], list[float]]:
+    """Feed a recorded episode's actions to `env` reset with `options`; the turns and rewards it produces."""
+    history, _ = env.reset(options=options)
+    turns, rewards = list(history), [0.0] * len(history)
+    for action in (t.text for t in episode.turns if t.is_action):
+        result = env.step(action)
+        turns += [Text(action, True), result.history[-1]]
+        rewards += [result.reward, 0.0]
+    assert env.done
+    return turns, rewards

@@ -1,0 +1,19 @@
+"""The dataset cache key follows the recipe and the code that generates it."""
+
+import importlib
+
+from omegaconf import OmegaConf
+
+from lmrl.task import generator_sources, recipe_key
+
+
+def test_key_changes_with_the_recipe_config():
+    a = OmegaConf.create({"_target_": "data_gen.maze.generate", "episodes": 10, "seed": 0})
+    b = OmegaConf.create({"_target_": "data_gen.maze.generate", "episodes": 10, "seed": 1})
+    assert recipe_key(a) == recipe_key(OmegaConf.create(OmegaConf.to_container(a))) != recipe_key(b)
+
+
+def test_key_covers_the_env_module_and_word_list():
+    files = {p.name for p in generator_sources(importlib.import_module("data_gen.wordle"))}
+    assert {"wordle.py", "base.py", "wordle_words.txt"} <= files
+    assert len([f for f in generator_sources(importlib.import_module("data_gen.wordle")) if f.name == "wordle.py"]) == 2
