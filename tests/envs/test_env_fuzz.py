@@ -37,7 +37,7 @@ def mutate(rng: random.Random, text: str) -> str:
     return text.swapcase() if rng.random() < 0.5 else text.upper()
 
 
-def fuzz_strings(n: int = 1500, seed: int = 0) -> list[str]:
+def fuzz_strings(n: int = 10_200, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     out = list(NEAR_MISSES)
     while len(out) < n:
@@ -55,7 +55,7 @@ STRINGS = fuzz_strings()
 
 
 def test_fuzz_corpus_is_large_and_invalid():
-    assert len(STRINGS) >= 1000 and not VALID & set(STRINGS)
+    assert len(STRINGS) >= 10_000 and not VALID & set(STRINGS)
     assert "" in STRINGS and any("\n" in s for s in STRINGS)
 
 
