@@ -41,6 +41,7 @@ from typing import Any
 import chess
 import chess.engine
 
+from data_gen.mix import with_overrides
 from lmrl.data.jsonl import write_episodes
 from lmrl.data.stats import dataset_stats, format_stats_table
 from lmrl.envs.base import Episode, Text
@@ -107,11 +108,7 @@ class Agent:
 
 def make_mix(defaults: AgentMix = AgentMix(), **overrides) -> AgentMix:
     """`defaults` with `overrides`; an unknown name is a TypeError that lists the valid ones."""
-    valid = {f.name for f in dataclasses.fields(AgentMix)}
-    unknown = set(overrides) - valid
-    if unknown:
-        raise TypeError(f"unknown agent mix parameter(s) {sorted(unknown)}; valid: {sorted(valid)}")
-    return dataclasses.replace(defaults, **overrides)
+    return with_overrides(defaults, "agent", **overrides)
 
 
 def log_uniform(rng: random.Random, low: int, high: int) -> int:

@@ -44,10 +44,21 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Iterator
 
+from data_gen.mix import with_overrides
 from lmrl.data.jsonl import write_episodes
 from lmrl.data.stats import dataset_stats, format_stats_table
 from lmrl.envs.base import Episode, Text
-from lmrl.envs.maze import ACTIONS, GOAL, MOVES, Cell, MazeEnv, is_wall, neighbour, optimal_directions, start_cells
+from lmrl.envs.maze import (
+    ACTIONS,
+    GOAL,
+    MOVES,
+    Cell,
+    MazeEnv,
+    is_wall,
+    neighbour,
+    optimal_directions,
+    start_cells,
+)
 
 DEFAULT_EPISODES = 1240  # the paper's Table 1 size (1.24k)
 # Table 1's maze row; its avg return (-19.7) contradicts the code's -83 (see paper_tables.md).
@@ -187,11 +198,7 @@ def marginal_policy_return(episodes: list[Episode], per_start: int = 20, seed: i
 
 def make_mix(**overrides) -> MazeMix:
     """`MazeMix` with `overrides`; an unknown name is a TypeError that lists the valid ones."""
-    valid = {f.name for f in dataclasses.fields(MazeMix)}
-    unknown = set(overrides) - valid
-    if unknown:
-        raise TypeError(f"unknown maze mix parameter(s) {sorted(unknown)}; valid: {sorted(valid)}")
-    return MazeMix(**overrides)
+    return with_overrides(MazeMix(), "maze", **overrides)
 
 
 def generate(episodes: int = DEFAULT_EPISODES, seed: int = 0, fully_observed: bool = True, **mix) -> Iterator[Episode]:

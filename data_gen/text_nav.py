@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from data_gen.mix import with_overrides
 from lmrl.data.jsonl import write_episodes
 from lmrl.data.stats import dataset_stats, format_stats_table
 from lmrl.envs.base import Episode, Text
@@ -114,11 +115,7 @@ def play_episode(env: TextNavEnv, rng: random.Random, start_room: str, optimal_r
 
 def make_mix(**overrides) -> WalkthroughMix:
     """`WalkthroughMix` with `overrides`; an unknown name is a TypeError that lists the valid ones."""
-    valid = {f.name for f in dataclasses.fields(WalkthroughMix)}
-    unknown = set(overrides) - valid
-    if unknown:
-        raise TypeError(f"unknown text-nav mix parameter(s) {sorted(unknown)}; valid: {sorted(valid)}")
-    return WalkthroughMix(**overrides)
+    return with_overrides(WalkthroughMix(), "text-nav", **overrides)
 
 
 def generate(episodes: int = DEFAULT_EPISODES, seed: int = 0, fully_observed: bool = True,
