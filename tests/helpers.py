@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import string
 
 from lmrl.envs.base import Episode, Text, TextEnv
 
@@ -15,6 +16,13 @@ def random_unicode(rng: random.Random, length: int) -> str:
         if not 0xD800 <= cp <= 0xDFFF:
             chars.append(chr(cp))
     return "".join(chars)
+
+
+def junk(rng: random.Random, max_length: int) -> str:
+    """Half the time arbitrary code points, half printable ASCII, of random length below `max_length`."""
+    if rng.random() < 0.5:
+        return random_unicode(rng, rng.randrange(0, max_length))
+    return "".join(rng.choice(string.printable) for _ in range(rng.randrange(0, max_length)))
 
 
 def replay(env: TextEnv, options: dict, episode: Episode) -> tuple[list[Text], list[float]]:

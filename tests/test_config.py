@@ -41,7 +41,7 @@ def test_models_and_hardware_compose(model):
         assert cfg.model._target_.startswith("lmrl.models.") and cfg.hardware.engine._target_
 
 
-@pytest.mark.parametrize("group", ["task", "algo", "model", "hardware", "logger", "debug"])
+@pytest.mark.parametrize("group", ["task", "algo", "model", "hardware", "logger", "debug", "oracle"])
 def test_unknown_group_value_lists_valid_options(group):
     with pytest.raises(MissingConfigException) as err:
         compose_train(f"{group}=no_such_option")
@@ -49,6 +49,18 @@ def test_unknown_group_value_lists_valid_options(group):
     assert f"Available options in '{group}'" in message
     for opt in options(group):
         assert opt in message
+
+
+def test_oracle_group_sets_the_dialogue_env_oracle(tmp_path):
+    from lmrl.task import Task
+
+    assert "oracle" not in compose_train("task=twenty_questions").task.env
+    cfg = compose_train("task=twenty_questions", "oracle=lm", "task.env.oracle.model=/some/dir")
+    assert cfg.task.env.oracle.kind == "lm" and cfg.task.env.oracle.model == "/some/dir"
+    assert compose_train("task=twenty_questions", "oracle=smollm2").task.env.oracle.model == "smollm2"
+    assert compose_train("task=twenty_questions", "oracle=kb").task.env.oracle == "kb"
+    with pytest.raises(ValueError, match="task 'maze_fo' has no oracle to replace.*twenty_questions"):
+        Task(compose_train("task=maze_fo", "oracle=kb").task, tmp_path).make_env()
 
 
 def test_bad_algo_value_fails_before_training():

@@ -89,6 +89,8 @@ class BatchedEnv:
 
     `reset_all(options_list)` starts one episode per entry; `step(actions)` takes one
     action per *active* env (in `active` order) and returns the indices that finished.
+    Env classes with a static `prefetch_batch(envs, actions)` (the dialogue tasks, whose
+    oracles embed questions or run an LM) get the whole batch first, to answer it in one pass.
     """
 
     def __init__(self, make_env, n: int):
@@ -107,6 +109,9 @@ class BatchedEnv:
 
     def step(self, actions: Sequence[str]) -> list[int]:
         assert len(actions) == len(self.active), "one action per active env"
+        prefetch = getattr(type(self.envs[0]), "prefetch_batch", None) if self.active else None
+        if prefetch is not None:  # dialogue envs: one batched oracle pass instead of one per env
+            prefetch([self.envs[i] for i in self.active], actions)
         finished = []
         for i, action in zip(self.active, actions):
             result = self.envs[i].step(action)

@@ -7,7 +7,7 @@ import string
 import pytest
 
 from lmrl.envs.wordle import WORDS_PATH, WordleEnv
-from tests.helpers import random_unicode
+from tests.helpers import junk, random_unicode
 
 # The list and the valid utterances, read from the file here rather than from the env's parser.
 LIST_WORDS = [line for line in WORDS_PATH.read_text(encoding="utf-8").splitlines() if line and line[0] != "#"]
@@ -47,11 +47,8 @@ def fuzz_strings(n: int = 10_500, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     out = ["", "\n", " ", "\n\n", "x" * 10_000, "s l a t e\n" * 1_000, random_unicode(rng, 10_000)]
     while len(out) < n:
-        kind = rng.randrange(4)
-        if kind == 0:
-            out.append(random_unicode(rng, rng.randrange(0, 30)))
-        elif kind == 1:
-            out.append("".join(rng.choice(string.printable) for _ in range(rng.randrange(0, 20))))
+        if rng.random() < 0.5:
+            out.append(junk(rng, 30))
         else:
             out.append(near_miss(rng, rng.choice(LIST_WORDS)))
     return [s for s in out if s not in VALID]

@@ -1,0 +1,33 @@
+"""Acceptance: the knowledge-grounded oracles answer their held-out question sets (written
+before the oracles were tuned, see tests/envs/heldout/README.md) with >= 95% accuracy."""
+
+import json
+
+from lmrl.envs.oracle_eval import HELDOUT_DIR, load_heldout, score_twenty_questions
+from lmrl.envs.twenty_questions import PHRASINGS_PATH, default_oracle
+
+ACCURACY = 0.95
+
+
+def test_twenty_questions_heldout_accuracy():
+    items = load_heldout("twenty_questions")
+    assert len(items) >= 200 and len({i["question"] for i in items}) >= 200
+    score = score_twenty_questions(default_oracle(), items)
+    assert score.accuracy >= ACCURACY, "\n".join(score.failures)
+
+
+def test_no_heldout_question_is_an_example_phrasing():
+    phrasings = json.loads(PHRASINGS_PATH.read_text())
+    examples = {q.lower().strip() for group in ("twenty_questions", "twenty_questions_categories")
+                for texts in phrasings[group].values() for q in texts}
+    held = {i["question"].lower().strip() for i in load_heldout("twenty_questions")}
+    assert not examples & held
+
+
+def test_the_heldout_file_is_what_its_builder_writes():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build", HELDOUT_DIR / "build_twenty_questions.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    assert build.build() == load_heldout("twenty_questions")

@@ -1,0 +1,129 @@
+"""Twenty Questions: the game's rules, the oracle's understanding (guesses, categories, size
+comparisons, negation, unanswerable questions) and the exploits that must never win."""
+
+import pytest
+
+from lmrl.envs.knowledge import load_twenty_questions
+from lmrl.envs.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle, size_level
+
+KB = load_twenty_questions()
+NAMES = [o.name for o in KB.objects]
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    return default_oracle()
+
+
+def play(secret: str, questions: list[str]):
+    env = TwentyQuestionsEnv()
+    history, info = env.reset(options={"secret": secret})
+    assert history[0].text == "Questions:\n" and info == {"secret": secret}
+    results = [env.step(q) for q in questions]
+    return env, results
+
+
+def test_rewards_and_the_end_of_the_game():
+    env, results = play("dog", ["Is it an animal?\n", "Does it have fur?\n", "Is it a dog?\n"])
+    assert [r.reward for r in results] == [-1.0, -1.0, 0.0]
+    assert [r.history[-1].text for r in results] == ["Yes.\n", "Yes.\n", "Yes.\n"]
+    assert results[-1].terminated and results[-1].info["success"] and env.done
+    assert [t.text for t in results[-1].history[1::2]] == ["Is it an animal?\n", "Does it have fur?\n", "Is it a dog?\n"]
+    with pytest.raises(RuntimeError):
+        env.step("Is it a cat?")
+
+
+def test_twenty_questions_without_the_answer_end_the_game_at_minus_twenty():
+    env, results = play("piano", ["Is it a cat?"] * 20)
+    assert sum(r.reward for r in results) == -20.0 and results[-1].terminated
+    assert not any(r.info["success"] for r in results) and not any(r.terminated for r in results[:-1])
+
+
+def test_reset_takes_any_accepted_name_and_rejects_others_listing_them():
+    env = TwentyQuestionsEnv()
+    assert env.reset(options={"secret": "Puppy"})[1] == {"secret": "dog"}
+    with pytest.raises(ValueError, match="unicorn.*not one of the 160 object names.*'soccer ball'"):
+        env.reset(options={"secret": "unicorn"})
+    drawn = [env.reset(seed=s)[1]["secret"] for s in range(50)]
+    assert drawn == [env.reset(seed=s)[1]["secret"] for s in range(50)] and len(set(drawn)) > 30
+    assert [o["secret"] for o in env.eval_reset_options()] == NAMES
+
+
+@pytest.mark.parametrize("question", [
+    "Is it a dog?", "is it a DOG", "Is it dogs?", "Are you thinking of a puppy?", "My guess is: the dog!",
+    "Is the object a doggy?", "Could it be a dog?", "Is it maybe a dog then?", "I think it's a dog.",
+])
+def test_guesses_are_recognized_in_many_forms(oracle, question):
+    assert oracle.answer("dog", question).correct_guess
+    assert oracle.answer("cat", question).text == NO and not oracle.answer("cat", question).correct_guess
+
+
+def test_every_name_and_synonym_wins_and_no_other_object_does(oracle):
+    for obj in KB.objects:
+        for variant in obj.variants:
+            reply = oracle.answer(obj.name, f"Is it {variant}?")
+            assert reply.correct_guess and reply.text == YES, (obj.name, variant)
+        assert not oracle.answer(obj.name, f"Is it a {'cat' if obj.name != 'cat' else 'dog'}?").correct_guess
+
+
+@pytest.mark.parametrize("question, category", [
+    ("Is it an animal?", "Animals"), ("Is it a kind of fruit?", "Fruits"), ("Is it furniture?", "Furniture"),
+    ("Is it a piece of clothing?", "Clothes"), ("Is it a type of vegetable?", "Vegetables"),
+    ("Is it a musical instrument?", "Musical Instruments"), ("Is it a toy?", "Toys"), ("Is it jewellery?", "Jewelry"),
+])
+def test_category_questions_follow_the_category(oracle, question, category):
+    for obj in KB.objects:
+        assert oracle.answer(obj.name, question).text == (YES if obj.category == category else NO), (question, obj.name)
+
+
+def test_size_comparisons_follow_the_size_scale_in_both_directions(oracle):
+    cat = size_level(KB.object("cat").true_attributes)
+    for obj in KB.objects:
+        level = size_level(obj.true_attributes)
+        assert oracle.answer(obj.name, "Is it bigger than a person?").text == (YES if level >= 3 else NO)
+        assert oracle.answer(obj.name, "Is it smaller than a person?").text == (YES if level <= 2 else NO)
+        assert oracle.answer(obj.name, "Is it larger than a breadbox?").text == (YES if level >= 2 else NO)
+        assert oracle.answer(obj.name, "is it smaller than my hand").text == (YES if level == 0 else NO)
+        # against another object: strictly bigger by the scale
+        assert oracle.answer(obj.name, "Is it bigger than a cat?").text == (YES if level > cat else NO)
+    assert size_level(KB.object("elephant").true_attributes) > size_level(KB.object("cat").true_attributes)
+
+
+def test_attribute_answers_and_negation(oracle):
+    assert oracle.answer("dog", "Is it alive?").text == YES and oracle.answer("car", "Is it alive?").text == NO
+    assert oracle.answer("dog", "Is it not alive?").text == NO and oracle.answer("car", "Is it not alive?").text == YES
+    assert oracle.answer("dog", "Is it alive or not?").text == YES
+    assert oracle.answer("apple", "Can you eat it?").text == YES and oracle.answer("hammer", "Can you eat it?").text == NO
+
+
+@pytest.mark.parametrize("question", [
+    "", "???", "12345", "What is it?", "Which object are you thinking of?", "Tell me the answer.",
+    "Is it a cat or a dog?", "Is it a cat, a dog, a horse or a cow?", "Is it a dog? Is it a cat?",
+    "asdkjh qwpoeiru zxmcnv", "hello", "What's 2+2?", "Where is it usually found?",
+])
+def test_unanswerable_questions_get_the_same_clear_reply(oracle, question):
+    for secret in ("dog", "cat", "piano"):
+        reply = oracle.answer(secret, question)
+        assert reply.text == UNKNOWN and not reply.correct_guess, (question, reply)
+
+
+def test_exploits_never_win_and_never_crash():
+    every_name = "Is it " + ", ".join(f"a {n}" for n in NAMES) + "?"
+    every_synonym = " or ".join(v for o in KB.objects for v in o.variants)
+    exploits = [every_name, every_synonym, "What is the object?", "Just tell me what it is.", "Is it a dog?" * 50,
+                "Is it anything?", "Is it something?", "yes", "Is it the answer?", "Is it it?", "x" * 10_000]
+    for secret in ("dog", "piano", "river"):
+        env, results = play(secret, exploits + ["Is it an animal?"] * (20 - len(exploits)))
+        assert not any(r.info["success"] for r in results) and sum(r.reward for r in results) == -20.0
+
+
+def test_repeating_a_question_gives_the_same_answer_and_never_wins():
+    env, results = play("guitar", ["Does it have strings?"] * 20)
+    assert {r.history[-1].text for r in results} == {"Yes.\n"} and not results[-1].info["success"]
+
+
+def test_batched_answers_match_single_answers(oracle):
+    questions = ["Is it made of wood?", "Does it have wheels?", "Is it a guitar?", "Is it bigger than a car?"] * 5
+    secrets = [NAMES[i * 7 % len(NAMES)] for i in range(len(questions))]
+    assert [r.text for r in oracle.answer_batch(secrets, questions)] == \
+        [oracle.answer(s, q).text for s, q in zip(secrets, questions)]
