@@ -122,14 +122,16 @@ class KnowledgeBase:
         self.attribute_ids = tuple(a.id for a in attributes)
         self._by_name = {o.name: o for o in objects}
         self._index = {normalize(v): o for o in objects for v in o.variants}
+        self._index.update({k.replace(" ", ""): o for k, o in list(self._index.items()) if " " in k})
         self._ambiguous = {(a.object, a.attribute): a for a in ambiguous}
 
     def __len__(self) -> int:
         return len(self.objects)
 
     def resolve(self, name: str) -> KBObject | None:
-        """The object a guess names ("An Apple", "apples" -> apple), or None."""
+        """The object a guess names ("An Apple", "apples", "lawnmower" -> the lawn mower), or None."""
         key = normalize(name)
+        key = key if key in self._index else key.replace(" ", "")
         if key in self._index:
             return self._index[key]
         for guess in _number_variants(key):

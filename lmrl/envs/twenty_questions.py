@@ -15,7 +15,9 @@ How a question is understood (`TwentyQuestionsOracle.parse`), in order:
    articles and "kind of" are stripped; if what is left names one object (a name or a
    synonym; case, article, plural and punctuation do not matter), the question is a
    guess of that object.  If it names a category ("a kind of fruit", "furniture"), it
-   asks that category's attribute.
+   asks that category's attribute.  If it is "a"/"an" and one to three words that no
+   attribute, category or example phrasing uses ("a wolf", "a ruby"), it guesses something
+   outside the knowledge base and gets `No.`.
 2. **Not answerable.**  Open questions (what/which/where/how/...), several guesses at once
    ("is it a cat or a dog?", "a cat, a dog, a cow?"), and text without letters get
    `I can't answer that.`: the same reply every time, costing a question, never a win.
@@ -61,7 +63,7 @@ DEFAULT_KEYWORD_WEIGHT = 0.1
 _FRAME_WORDS = frozenset(
     "is it this that the a an some object thing item your answer word are you thinking of about could can "
     "might would be perhaps maybe my final guess guessing i im am think its it's must so then ok okay well "
-    "hmm right correct". split()
+    "hmm right correct they these those thing you're youre we".split()
 )
 _KIND_OF = re.compile(r"^(?:(?:a|an|some)\s+)?(?:kind|type|sort|piece|item|form|variety|example)s?\s+of\s+")
 _WH_START = re.compile(r"^(?:so |ok |okay |and |well |then )*(?:what|which|where|who|whom|whose|why|when|how)\b")
@@ -113,8 +115,9 @@ _CATEGORY_NOUNS = {
 class Parse:
     """What a question asks, independent of the secret.
 
-    kind: "guess" (target = object name), "attribute" (target = attribute id),
-    "size" (target = reference level as a string, `bigger` says the direction), "unknown".
+    kind: "guess" (target = object name), "other" (a guess of something outside the knowledge
+    base: answered No.), "attribute" (target = attribute id), "size" (target = reference level as
+    a string, `bigger` says the direction), "unknown".
     """
 
     kind: str
@@ -160,6 +163,10 @@ class TwentyQuestionsOracle:
         for category in self.kb.categories:
             self._categories.setdefault(normalize(category), category)
         self._examples = self._build_examples(phrasings)
+        from lmrl.envs.encoder import content_words
+
+        self._vocabulary = set().union(*self._keywords().values(),
+                                       *(content_words(q) for texts in self._examples.values() for q in texts))
         self._index = None
         self._parses: dict[str, Parse] = {}
 
@@ -235,6 +242,8 @@ class TwentyQuestionsOracle:
             return Parse("attribute", category_attribute(category))
         if _WH_START.search(text):
             return Parse("unknown")
+        if remainder and self._names_something_else(text, remainder):
+            return Parse("other")
         if self._lists_guesses(text):
             return Parse("unknown")
         for pattern, bigger in ((_BIGGER, True), (_SMALLER, False)):
@@ -264,6 +273,18 @@ class TwentyQuestionsOracle:
         obj = self.kb.resolve(phrase)
         return None if obj is None else float(size_level(obj.true_attributes))
 
+    def _names_something_else(self, text: str, remainder: str) -> bool:
+        """A guess of a thing outside the knowledge base ("Is it a wolf?"): after the frame, "a"/"an"
+        and one to three words, none of which any attribute, category or example phrasing uses."""
+        from lmrl.envs.encoder import content_words
+
+        words = remainder.split()
+        if not 1 <= len(words) <= 3 or _NEGATION.search(remainder):
+            return False
+        if not re.search(r"\b(?:a|an)\s+" + re.escape(remainder) + r"\W*$", text):
+            return False
+        return not content_words(remainder) & self._vocabulary
+
     def _lists_guesses(self, text: str) -> bool:
         """Two or more objects offered at once ("a cat, a dog or a cow?", "is it a cat? is it a dog?")."""
         named = set()
@@ -290,6 +311,8 @@ class TwentyQuestionsOracle:
             level, reference = size_level(obj.true_attributes), float(parse.target)
             value = level > reference if parse.bigger else level < reference
             return Reply(YES if value else NO, False, parse)
+        if parse.kind == "other":
+            return Reply(NO, False, parse)
         return Reply(UNKNOWN, False, parse)
 
     def answer_batch(self, secrets: Sequence[str], questions: Sequence[str]) -> list[Reply]:

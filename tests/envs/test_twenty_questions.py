@@ -52,10 +52,20 @@ def test_reset_takes_any_accepted_name_and_rejects_others_listing_them():
 @pytest.mark.parametrize("question", [
     "Is it a dog?", "is it a DOG", "Is it dogs?", "Are you thinking of a puppy?", "My guess is: the dog!",
     "Is the object a doggy?", "Could it be a dog?", "Is it maybe a dog then?", "I think it's a dog.",
+    "Are they dogs?", "Is the thing you're thinking of a dog?",
 ])
 def test_guesses_are_recognized_in_many_forms(oracle, question):
     assert oracle.answer("dog", question).correct_guess
     assert oracle.answer("cat", question).text == NO and not oracle.answer("cat", question).correct_guess
+
+
+def test_names_match_without_spaces_and_outside_guesses_get_no(oracle):
+    assert oracle.answer("lawn mower", "Is it a lawnmower?").correct_guess
+    assert oracle.answer("paper clip", "Is it a paper clip?").correct_guess
+    for question in ("Is it a wolf?", "Is it a ruby?", "Could it be a hamster?"):
+        assert oracle.parse(question).kind == "other" and oracle.answer("dog", question).text == NO
+    for question in ("Is it a pet?", "Is it wooden?", "hello"):  # known words, no article, no noun: not guesses
+        assert oracle.parse(question).kind != "other", question
 
 
 def test_every_name_and_synonym_wins_and_no_other_object_does(oracle):
