@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,16 @@ def check_episodes(episodes) -> int:
     if int(episodes) != episodes or episodes < 0:
         raise ValueError(f"episodes must be a non-negative integer, got {episodes}")
     return int(episodes)
+
+
+def check_mix(mix) -> None:
+    """Every field of a mix dataclass is a probability, and expert + noisy players are at most everyone."""
+    for field in dataclasses.fields(mix):
+        value = getattr(mix, field.name)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{field.name} must lie in [0, 1], got {value}")
+    if mix.p_expert + mix.p_noisy > 1.0:
+        raise ValueError(f"p_expert + p_noisy must be at most 1, got {mix.p_expert + mix.p_noisy}")
 
 
 def draw_player(rng: random.Random, p_expert: float, p_noisy: float) -> str:

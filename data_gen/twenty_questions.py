@@ -67,12 +67,7 @@ class GuesserMix:
     p_random_guess: float = 0.15
 
     def __post_init__(self):
-        for name in ("p_expert", "p_noisy", "p_random_question", "p_early_guess", "p_random_guess"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {value}")
-        if self.p_expert + self.p_noisy > 1.0:
-            raise ValueError(f"p_expert + p_noisy must be at most 1, got {self.p_expert + self.p_noisy}")
+        question_games.check_mix(self)
 
 
 class Phrasebook:

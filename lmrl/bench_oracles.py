@@ -1,7 +1,7 @@
 """`python -m lmrl.bench_oracles` (part of `make bench`): dialogue-oracle throughput, as JSON.
 
-For 20 Questions it answers questions the oracle has never seen (its
-caches start empty), in batches of 1, 16 and 256, and then the same questions again
+For 20 Questions and Guess My City it answers attribute/topic questions the oracle has never
+seen (its caches start empty; guesses skip the encoder and are far cheaper), in batches of 1, 16 and 256, and then the same questions again
 (cached, as in dataset generation).
 Writes `results/bench/oracles.json`.
 
@@ -19,20 +19,30 @@ import resource
 import time
 from pathlib import Path
 
-from lmrl.envs.oracle_eval import load_heldout, score_twenty_questions
+from lmrl.envs.oracle_eval import load_heldout, score_guess_city, score_twenty_questions
 
 
 def questions_20q(n: int, seed: int = 0) -> list[str]:
-    """Distinct, realistic questions: the generator's phrasings crossed with light rewordings."""
+    """Distinct attribute questions: the generator's phrasings crossed with conversational lead-ins."""
     from data_gen.twenty_questions import phrasebook
 
     book = phrasebook()
-    pool = [q for texts in book.questions.values() for q in texts] + [q for t in book.guesses.values() for q in t]
-    rng = random.Random(seed)
-    prefixes = ["", "So, ", "OK, ", "Hmm, ", "Tell me: ", "Quick one: ", "Next question: ", "Well, "]
+    return _reworded([q for texts in book.questions.values() for q in texts], n, seed)
+
+
+def _reworded(pool: list[str], n: int, seed: int) -> list[str]:
+    """`n` distinct questions: the pool with conversational lead-ins, shuffled."""
+    prefixes = ["", "So, ", "OK, ", "Hmm, ", "Tell me: ", "Quick one: ", "Next question: ", "Well, ", "And "]
     out = list(dict.fromkeys(p + q for q in pool for p in prefixes))
-    rng.shuffle(out)
+    random.Random(seed).shuffle(out)
     return out[:n]
+
+
+def questions_city(n: int, seed: int = 0) -> list[str]:
+    from data_gen.guess_city import phrasebook
+
+    book = phrasebook()
+    return _reworded([q for texts in book.open.values() for q in texts], n, seed)
 
 
 def throughput(make_oracle, questions: list[str], secrets: list[str]) -> dict:
@@ -58,6 +68,7 @@ def throughput(make_oracle, questions: list[str], secrets: list[str]) -> dict:
 
 
 def bench(n: int) -> dict:
+    from lmrl.envs.guess_city import CityOracle
     from lmrl.envs.twenty_questions import TwentyQuestionsOracle
 
     result = {}
@@ -65,16 +76,21 @@ def bench(n: int) -> dict:
     result["twenty_questions"] = throughput(TwentyQuestionsOracle, questions_20q(n),
                                             [o.name for o in oracle.kb.objects])
     print("twenty_questions", json.dumps(result["twenty_questions"]), flush=True)
+    city = CityOracle()
+    result["guess"] = throughput(CityOracle, questions_city(n), [c.name for c in city.kb.cities])
+    print("guess", json.dumps(result["guess"]), flush=True)
     return result
 
 
 def compare_lm(model: str, limit: int | None) -> dict:
     """Held-out accuracy of an LM oracle next to the knowledge-grounded one, same questions."""
+    from lmrl.envs.guess_city import CityOracle
     from lmrl.envs.lm_oracle import LMQuestionOracle, LMSpec
     from lmrl.envs.twenty_questions import TwentyQuestionsOracle
 
     result = {"model": model}
-    for task, rules, scorer in (("twenty_questions", TwentyQuestionsOracle(), score_twenty_questions),):
+    for task, rules, scorer in (("twenty_questions", TwentyQuestionsOracle(), score_twenty_questions),
+                                ("guess_city", CityOracle(), score_guess_city)):
         items = load_heldout("twenty_questions" if task == "twenty_questions" else "guess_my_city")[:limit]
         kb_score = scorer(rules, items)
         lm = LMQuestionOracle(rules, task, LMSpec(model=model))

@@ -55,3 +55,13 @@ def test_twenty_questions_fuzz():
     strings = [s for s in fuzz_strings(names) if "piano" not in s.lower()]
     assert len(strings) >= 10_000
     check(TwentyQuestionsEnv, "piano", strings, lambda reply: reply in (YES, NO, UNKNOWN))
+def test_guess_city_fuzz():
+    from lmrl.envs.cities import load_cities
+    from lmrl.envs.guess_city import GuessCityEnv
+
+    kb = load_cities()
+    names = [n for c in kb.cities for n in c.names]
+    secret = kb.city("tokyo")
+    strings = [s for s in fuzz_strings(names, n=10_800) if not any(n in s.lower() for n in secret.names)]
+    assert len(strings) >= 10_000
+    check(GuessCityEnv, "tokyo", strings, lambda reply: "tokyo" not in reply.lower() and reply.strip() != "")

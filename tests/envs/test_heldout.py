@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lmrl.envs.oracle_eval import HELDOUT_DIR, load_heldout, score_twenty_questions
+from lmrl.envs.oracle_eval import HELDOUT_DIR, load_heldout, score_guess_city, score_twenty_questions
 from lmrl.envs.twenty_questions import PHRASINGS_PATH, default_oracle
 
 ACCURACY = 0.95
@@ -35,3 +35,12 @@ def test_the_heldout_file_is_what_its_builder_writes():
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
     assert build.build() == load_heldout("twenty_questions")
+
+
+def test_guess_my_city_heldout_accuracy():
+    from lmrl.envs.guess_city import default_oracle as city_oracle
+
+    items = load_heldout("guess_my_city")
+    assert len(items) >= 200 and len({i["question"] for i in items}) >= 200
+    score = score_guess_city(city_oracle(), items)
+    assert score.accuracy >= ACCURACY, "\n".join(score.failures)

@@ -87,3 +87,19 @@ def test_env_config_builds_an_lm_oracle_and_rejects_bad_options(tiny_dirs):
         TwentyQuestionsEnv(oracle={"kind": "gpt"})
     with pytest.raises(ValueError, match="bad oracle options.*temperature"):
         TwentyQuestionsEnv(oracle={"kind": "lm", "model": tiny_dirs["causal"], "temperature": 0.7})
+
+
+def test_city_prompt_is_the_original_and_answers_are_redacted(tiny_dirs):
+    from lmrl.envs.guess_city import GuessCityEnv
+    from lmrl.envs.guess_city import default_oracle as city_oracle
+
+    generator = Recording(LMSpec(model=tiny_dirs["causal"]))
+    oracle = LMQuestionOracle(city_oracle(), "guess_city", LMSpec(model=tiny_dirs["causal"]), generator)
+    env = GuessCityEnv(oracle=oracle)
+    env.reset(options={"secret": "tokyo"})
+    reply = env.step("What food is it famous for?\n").history[-1].text
+    assert reply.endswith("\n") and reply.count("\n") == 1
+    assert generator.prompts == ["Answer the question about the city truthfully.\n    object: tokyo,japan\n"
+                                 "    question: What food is it famous for?\n    answer: "]
+    assert "tokyo" not in oracle._finish("tokyo", "Tokyo is in Japan; people in tokyo love sushi.").lower()
+    assert env.step("Is it Tokyo?\n").info["success"]

@@ -1,0 +1,104 @@
+"""Guess My City: rules, guesses (aliases, accents, frames), answers that never name the city,
+yes/no values, refusals, and exploits that must never win."""
+
+import pytest
+
+from lmrl.envs.cities import load_cities
+from lmrl.envs.guess_city import MANY_CITIES, REFUSE, UNKNOWN, GuessCityEnv, default_oracle
+
+KB = load_cities()
+NAMES = [c.name for c in KB.cities]
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    return default_oracle()
+
+
+def words(text: str) -> str:
+    return " " + " ".join("".join(c if c.isalnum() else " " for c in text.lower()).split()) + " "
+
+
+def test_rewards_and_the_end_of_the_game():
+    env = GuessCityEnv()
+    history, info = env.reset(options={"secret": "tokyo"})
+    assert history[0].text == "Questions:\n" and info == {"secret": "tokyo"}
+    first = env.step("What language do people speak there?\n")
+    assert first.reward == -1.0 and "japanese" in first.history[-1].text.lower() and not first.terminated
+    last = env.step("Is it Tokyo?\n")
+    assert last.reward == 0.0 and last.terminated and last.info["success"]
+
+
+def test_twenty_questions_without_the_answer_score_minus_twenty():
+    env = GuessCityEnv()
+    env.reset(options={"secret": "cairo"})
+    results = [env.step("Is it Paris?") for _ in range(20)]
+    assert sum(r.reward for r in results) == -20.0 and results[-1].terminated and not results[-1].info["success"]
+
+
+def test_reset_accepts_aliases_and_lists_cities_on_error():
+    env = GuessCityEnv()
+    assert env.reset(options={"secret": "Bombay"})[1]["secret"] == KB.resolve("mumbai").name
+    with pytest.raises(ValueError, match="Atlantis.*not one of the 10[0-9] city names"):
+        env.reset(options={"secret": "Atlantis"})
+    assert [o["secret"] for o in env.eval_reset_options()] == NAMES
+
+
+def test_every_name_and_alias_wins_in_several_frames(oracle):
+    for city in KB.cities:
+        for name in city.names:
+            shown = name.upper() if len(name.replace(".", "")) <= 2 else name.title()  # "LA" (a word: "la")
+            for frame in ("Is it {}?", "Are you from {}?", "Is the city you are from {}?", "my guess is {}!"):
+                reply = oracle.answer(city.name, frame.format(shown))
+                assert reply.correct_guess, (city.name, frame.format(shown))
+        other = NAMES[(NAMES.index(city.name) + 1) % len(NAMES)]
+        assert not oracle.answer(city.name, f"Is it {other}?").correct_guess
+
+
+def test_no_answer_names_the_city(oracle):
+    questions = ["Where is it?", "What language do they speak?", "What food is it famous for?",
+                 "What landmarks are there?", "What is it known for?", "How old is it?", "What's the weather like?",
+                 "Which country is it in?", "Is it on the coast?", "What sports are popular?",
+                 "What is the main industry?", "Tell me about its history", "What's its nickname?"]
+    for city in KB.cities:
+        for question in questions:
+            text = words(oracle.answer(city.name, question).text)
+            assert not any(words(n) in text for n in city.names), (city.name, question, text)
+            if question == "Which country is it in?":
+                assert words(city.country) not in text
+
+
+@pytest.mark.parametrize("question", ["What city is it?", "Tell me the name of your city.",
+                                      "Which city are you from?"])
+def test_asking_for_the_name_is_refused(oracle, question):
+    reply = oracle.answer("paris", question)
+    assert reply.text == REFUSE and not reply.correct_guess
+
+
+def test_yes_no_values(oracle):
+    tokyo = KB.city("tokyo")
+    assert oracle.answer("tokyo", f"Is it in {tokyo.country.title()}?").text.startswith("Yes")
+    assert oracle.answer("tokyo", "Is it in Europe?").text.startswith("No")
+    assert oracle.answer("tokyo", "Is it in Asia?").text.startswith("Yes")
+    assert oracle.answer("tokyo", "Do people speak Japanese there?").text.startswith("Yes")
+    assert oracle.answer("tokyo", "Do people speak Spanish there?").text.startswith("No")
+    south = next(c for c in KB.cities if c.hemisphere == "southern")
+    assert oracle.answer(south.name, "Is it in the southern hemisphere?").text.startswith("Yes")
+    assert oracle.answer("tokyo", "Is it in the southern hemisphere?").text.startswith("No")
+
+
+def test_exploits_never_win(oracle):
+    every_city = "Is it " + ", ".join(NAMES) + "?"
+    for secret in ("tokyo", "lagos", "lima"):
+        env = GuessCityEnv()
+        env.reset(options={"secret": secret})
+        lines = [every_city, "Is it Tokyo or Lagos or Lima?", "Just tell me the city.", "What is the answer?",
+                 "asdf qwer", "", "?" * 50, "x" * 10_000] + ["What city is it?"] * 12
+        results = [env.step(line) for line in lines]
+        assert not any(r.info["success"] for r in results) and results[-1].terminated
+        assert results[0].history[-1].text == MANY_CITIES + "\n"
+
+
+def test_unmappable_questions_get_one_clear_reply(oracle):
+    for question in ("asdkj qweoiu", "???", "hello"):
+        assert oracle.answer("tokyo", question).text in (UNKNOWN, REFUSE)
