@@ -50,7 +50,7 @@ def main(argv: list[str] | None, task: str, generate: Callable[..., Iterator[Epi
     if args.best:
         returns = best_returns()
         print(f"expert over all {len(returns)} {secrets}: mean return {returns.mean():.4f} "
-              f"(min {returns.min():.0f}, max {returns.max():.0f})")
+              f"(min {returns.min():.4g}, max {returns.max():.4g})")
         return
     if not args.out:
         parser.error("--out is required unless --best is given")

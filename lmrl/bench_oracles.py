@@ -2,7 +2,8 @@
 
 For 20 Questions and Guess My City it answers attribute/topic questions the oracle has never
 seen (its caches start empty; guesses skip the encoder and are far cheaper), in batches of 1, 16 and 256, and then the same questions again
-(cached, as in dataset generation).
+(cached, as in dataset generation).  For Car Dealer: the seller-line parser on distinct lines, and
+whole scripted conversations against the rule buyer.
 Writes `results/bench/oracles.json`.
 
 `--lm MODEL` (a local model directory or `smollm2`) instead scores that model as the
@@ -18,6 +19,8 @@ import random
 import resource
 import time
 from pathlib import Path
+
+from tqdm.auto import tqdm
 
 from lmrl.envs.oracle_eval import load_heldout, score_guess_city, score_twenty_questions
 
@@ -79,10 +82,33 @@ def bench(n: int) -> dict:
     city = CityOracle()
     result["guess"] = throughput(CityOracle, questions_city(n), [c.name for c in city.kb.cities])
     print("guess", json.dumps(result["guess"]), flush=True)
+    result["car_dealer"] = bench_car_dealer(n)
+    print("car_dealer", json.dumps(result["car_dealer"]), flush=True)
     return result
 
 
-def compare_lm(model: str, limit: int | None) -> dict:
+def bench_car_dealer(n: int) -> dict:
+    """The seller-line parser on distinct lines (cache cleared) and whole conversations (parser, rule
+    buyer and scripted seller) per second."""
+    from data_gen.car_dealer import generate
+    from lmrl.envs.car_catalogue import parse_seller
+
+    start = time.perf_counter()
+    episodes = list(generate(300, seed=1))
+    seconds = time.perf_counter() - start
+    lines = list(dict.fromkeys(t.text.strip() for e in episodes for t in e.turns if t.is_action))[:n]
+    parse_seller.cache_clear()
+    parse_start = time.perf_counter()
+    for line in lines:
+        parse_seller(line)
+    parse_seconds = time.perf_counter() - parse_start
+    seller_lines = sum(e.num_actions for e in episodes)
+    return {"new_lines_parsed_per_s": len(lines) / parse_seconds, "lines": len(lines),
+            "conversations_per_s": len(episodes) / seconds, "seller_lines_per_s": seller_lines / seconds}
+
+
+def compare_lm(model: str, limit: int | None, buyers: int = 10,
+               tasks=("twenty_questions", "guess_city", "car_dealer")) -> dict:
     """Held-out accuracy of an LM oracle next to the knowledge-grounded one, same questions."""
     from lmrl.envs.guess_city import CityOracle
     from lmrl.envs.lm_oracle import LMQuestionOracle, LMSpec
@@ -91,6 +117,8 @@ def compare_lm(model: str, limit: int | None) -> dict:
     result = {"model": model}
     for task, rules, scorer in (("twenty_questions", TwentyQuestionsOracle(), score_twenty_questions),
                                 ("guess_city", CityOracle(), score_guess_city)):
+        if task not in tasks:
+            continue
         items = load_heldout("twenty_questions" if task == "twenty_questions" else "guess_my_city")[:limit]
         kb_score = scorer(rules, items)
         lm = LMQuestionOracle(rules, task, LMSpec(model=model))
@@ -100,7 +128,35 @@ def compare_lm(model: str, limit: int | None) -> dict:
         result[task] = {"items": len(items), "kb_accuracy": kb_score.accuracy, "lm_accuracy": lm_score.accuracy,
                         "lm_seconds_per_answer": seconds / len(items), "lm_failures_sample": lm_score.failures[:15]}
         print(task, json.dumps({k: v for k, v in result[task].items() if k != "lm_failures_sample"}), flush=True)
+    if "car_dealer" in tasks:
+        result["car_dealer"] = compare_buyer(model, buyers)
+        print("car_dealer", json.dumps({k: v for k, v in result["car_dealer"].items() if k != "sample"}), flush=True)
     return result
+
+
+def compare_buyer(model: str, buyers: int) -> dict:
+    """The expert scripted seller against the LM buyer and against the rule buyer, on the first
+    `buyers` eval buyers: how often a decision is readable, sales, mean reward, time per reply."""
+    from data_gen.car_dealer import SellerMix, play
+    from lmrl.envs.car_dealer import CarDealerEnv
+
+    row = {"buyers": buyers}
+    for name, oracle in (("rules", None), ("lm", {"kind": "lm", "model": model})):
+        env = CarDealerEnv(oracle=oracle)
+        options = env.eval_reset_options()[:buyers]
+        start = time.perf_counter()
+        episodes = [play(env, random.Random(f"lmrl-car-best:0:{i}"), "expert", SellerMix(), o, seed=i)
+                    for i, o in enumerate(tqdm(options, desc=f"car dealer, {name} buyer", unit="conversation"))]
+        seconds = time.perf_counter() - start
+        replies = sum(e.num_actions for e in episodes)
+        row[name] = {"sales": sum(e.success for e in episodes) / len(episodes),
+                     "mean_return": sum(e.total_return for e in episodes) / len(episodes),
+                     "mean_seller_lines": replies / len(episodes), "seconds_per_reply": seconds / replies,
+                     "ended_before_the_cap": sum(e.num_actions < env.max_utterances // 2 for e in episodes)
+                     / len(episodes)}
+        if name == "lm":
+            row["sample"] = [t.text for t in episodes[0].turns[:12]]
+    return row
 
 
 def main() -> None:
@@ -109,9 +165,12 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=2048)
     parser.add_argument("--lm", default=None, help="score this model as the oracle on the held-out sets")
     parser.add_argument("--limit", type=int, default=None, help="held-out items per task (--lm)")
+    parser.add_argument("--buyers", type=int, default=10, help="eval buyers the LM plays against the expert (--lm)")
+    parser.add_argument("--tasks", nargs="*", default=["twenty_questions", "guess_city", "car_dealer"],
+                        help="which comparisons to run (--lm)")
     args = parser.parse_args()
     if args.lm:
-        result = compare_lm(args.lm, args.limit)
+        result = compare_lm(args.lm, args.limit, args.buyers, args.tasks)
         out = args.out or f"results/bench/oracle_lm_{Path(args.lm).name}.json"
     else:
         result = bench(args.questions)

@@ -59,6 +59,9 @@ def test_oracle_group_sets_the_dialogue_env_oracle(tmp_path):
     assert cfg.task.env.oracle.kind == "lm" and cfg.task.env.oracle.model == "/some/dir"
     assert compose_train("task=twenty_questions", "oracle=smollm2").task.env.oracle.model == "smollm2"
     assert compose_train("task=twenty_questions", "oracle=kb").task.env.oracle == "kb"
+    # the car dealer's buyer is replaced the same way
+    assert Task(compose_train("task=car_dealer", "oracle=kb").task, tmp_path).make_env().lm is None
+    assert compose_train("task=car_dealer", "oracle=smollm2").task.env.oracle.model == "smollm2"
     with pytest.raises(ValueError, match="task 'maze_fo' has no oracle to replace.*twenty_questions"):
         Task(compose_train("task=maze_fo", "oracle=kb").task, tmp_path).make_env()
 

@@ -65,3 +65,40 @@ def test_guess_city_fuzz():
     strings = [s for s in fuzz_strings(names, n=10_800) if not any(n in s.lower() for n in secret.names)]
     assert len(strings) >= 10_000
     check(GuessCityEnv, "tokyo", strings, lambda reply: "tokyo" not in reply.lower() and reply.strip() != "")
+
+
+def test_car_dealer_fuzz():
+    """10,000+ arbitrary seller lines through 64 batched envs: never raises, every buyer reply is one
+    non-empty line, every conversation ends by 50 utterances with a decision, rewards are 0 without a
+    sale and a sale never exceeds 105% of the car's MSRP."""
+    from lmrl.envs.car_catalogue import load_catalogue
+    from lmrl.envs.car_dealer import CarDealerEnv
+
+    catalogue = load_catalogue()
+    names = [c.display for c in catalogue.cars]
+    rng = random.Random(1)
+    strings = fuzz_strings(names, n=10_200)
+    strings += [f"The {rng.choice(names)} is ${rng.randrange(1, 10**6):,}. {junk(rng, 20)}" for _ in range(400)]
+    strings += ["Deal!", "Deal at $5", "$" * 1000, "9" * 5000, "k" * 300, "1e308 dollars", "NaN grand", "-5,000 dollars"]
+    batch = BatchedEnv(CarDealerEnv, 64)
+    sales, episodes = 0, 0
+    for start in range(0, len(strings), 64 * 25):
+        chunk = strings[start:start + 64 * 25]
+        batch.reset_all([{}] * 64, list(range(start, start + 64)))
+        for turn in range(25):
+            if not batch.active:
+                break
+            batch.step([chunk[(i * 25 + turn) % len(chunk)] for i in batch.active])
+        assert not batch.active
+        for episode in batch.episodes:
+            episodes += 1
+            info = episode.info
+            assert episode.done and info["utterances"] <= 50 and info["decision"] in ("accept", "reject")
+            for turn in episode.turns[2::2]:
+                assert turn.text.endswith("\n") and turn.text.count("\n") == 1 and turn.text.strip()
+            if info["success"]:
+                sales += 1
+                assert 0 < info["price"] <= 1.05 * info["msrp"] and episode.total_return > 0
+            else:
+                assert episode.total_return == 0.0
+    assert episodes >= 400

@@ -44,3 +44,16 @@ def test_guess_my_city_heldout_accuracy():
     assert len(items) >= 200 and len({i["question"] for i in items}) >= 200
     score = score_guess_city(city_oracle(), items)
     assert score.accuracy >= ACCURACY, "\n".join(score.failures)
+
+
+def test_car_dealer_parser_heldout_accuracy():
+    from lmrl.envs.car_catalogue import load_catalogue, parse_seller
+    from lmrl.envs.oracle_eval import score_car_dealer
+
+    items = load_heldout("car_dealer")
+    assert len(items) >= 200 and len({i["utterance"] for i in items}) >= 200
+    catalogue = load_catalogue()
+    ids = {c.id for c in catalogue.cars}
+    assert all(car in ids for i in items for car in i["expect"].get("cars", [])), "held-out names a car not sold"
+    score = score_car_dealer(parse_seller, catalogue, items)
+    assert score.accuracy >= ACCURACY, "\n".join(score.failures)

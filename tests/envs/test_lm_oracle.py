@@ -103,3 +103,52 @@ def test_city_prompt_is_the_original_and_answers_are_redacted(tiny_dirs):
                                  "    question: What food is it famous for?\n    answer: "]
     assert "tokyo" not in oracle._finish("tokyo", "Tokyo is in Japan; people in tokyo love sushi.").lower()
     assert env.step("Is it Tokyo?\n").info["success"]
+
+
+def test_car_dealer_lm_buyer_uses_the_original_prompt_and_decision_format(tiny_dirs):
+    from lmrl.envs.car_dealer import CarDealerEnv, LMBuyer
+
+    generator = Recording(LMSpec(model=tiny_dirs["causal"]))
+    env = CarDealerEnv(oracle=LMBuyer(LMSpec(model=tiny_dirs["causal"], max_new_tokens=6), generator),
+                       max_utterances=4)
+    profile = {"personality": "rude", "brand": "bmw", "type": "suv", "features": ["backup camera", "sunroof"],
+               "budget": 50000}
+    env.reset(options={"buyer": profile})
+    first = env.step("Hello! Looking for a car?\n")
+    assert generator.prompts[0] == ("Start\nPersonality: rude. Prefers a BMW SUV with backup camera, sunroof. "
+                                    "Budget: $50,000\nHello! Looking for a car?\n")
+    assert first.history[-1].text.count("\n") == 1 and not first.terminated
+    buyer_line = first.history[-1].text
+    last = env.step("The X5 is $60,000.\n")  # utterance 4 = the cap: the buyer is asked for its decision
+    assert generator.prompts[1] == generator.prompts[0] + buyer_line + "The X5 is $60,000.\nOutput: Decision="
+    # a random tiny model writes no readable decision: no sale, reward 0 (as the original)
+    assert last.terminated and last.reward == 0.0 and last.info["decision"] == "reject"
+
+
+class Scripted:
+    """A stand-in generator replaying fixed model outputs (the output format is under test, not a model)."""
+
+    def __init__(self, outputs):
+        self.outputs = list(outputs)
+
+    def generate(self, prompts, max_new_tokens, max_input_tokens=896):
+        return [self.outputs.pop(0) for _ in prompts]
+
+
+def test_car_dealer_lm_buyer_decisions_are_read_from_the_output_line():
+    from lmrl.envs.car_dealer import CarDealerEnv, LMBuyer
+
+    spec = LMSpec(model="unused")
+    env = CarDealerEnv(oracle=LMBuyer(spec, Scripted(["Too pricey.",
+                                                      "Fine. Output: Decision=Accept MSRP=$65,200 Buy Price=$58,000"])))
+    env.reset(options={"buyer": {"personality": "polite", "brand": "bmw", "type": "suv", "features": ["sunroof"],
+                                 "budget": 50000}})
+    assert env.step("The X5 is $60,000.\n").history[-1].text == "Too pricey.\n"
+    result = env.step("$58,000 then.\n")
+    assert result.terminated and result.history[-1].text == "Fine.\n" and result.info["price"] == 58000
+    assert result.reward == pytest.approx(58000 / ((50000 + 65200) / 2))
+    env = CarDealerEnv(oracle=LMBuyer(spec, Scripted(["No thanks. Output: Decision=Reject MSRP=$65,200"])))
+    env.reset(options={"buyer": {"personality": "polite", "brand": "bmw", "type": "suv", "features": ["sunroof"],
+                                 "budget": 50000}})
+    result = env.step("The X5 is $90,000.\n")
+    assert result.terminated and result.reward == 0.0 and result.info["decision"] == "reject"
