@@ -494,27 +494,13 @@ OUTPUT_PATTERN = re.compile(r"Output:\s*Decision\s*=\s*(?P<d>Accept|Reject)\w*(?
 
 
 def _build_lm_buyer(spec):
-    if spec is None or (isinstance(spec, str) and spec in ("kb", "rules")):
-        return None
+    """None (the rule buyer) for "kb"/"rules"/None, an `LMBuyer` as is, or one built from `{kind: lm, ...}`."""
     if isinstance(spec, LMBuyer):
         return spec
-    if not hasattr(spec, "get"):
-        raise ValueError(f"oracle must be 'kb' (the rule buyer) or a mapping with kind kb|lm; got {spec!r}")
-    options = dict(spec)
-    kind = options.pop("kind", "kb")
-    if kind == "kb":
-        if options:
-            raise ValueError(f"oracle kind 'kb' takes no options, got {sorted(options)}")
-        return None
-    if kind != "lm":
-        raise ValueError(f"unknown oracle kind {kind!r}; valid: 'kb', 'lm'")
-    from lmrl.envs.lm_oracle import LMSpec
+    from lmrl.envs.lm_oracle import lm_spec_from_config
 
-    try:
-        return LMBuyer(LMSpec(**options))
-    except TypeError as err:
-        raise ValueError(f"bad oracle options {sorted(options)}: {err}; valid: model, gguf_file, max_new_tokens, "
-                         "chat, dtype") from None
+    lm_spec = lm_spec_from_config(spec)
+    return None if lm_spec is None else LMBuyer(lm_spec)
 
 
 @dataclass

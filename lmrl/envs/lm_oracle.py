@@ -59,6 +59,28 @@ def resolve_model(spec: LMSpec) -> tuple[str, str | None]:
     return spec.model, spec.gguf_file
 
 
+def lm_spec_from_config(spec) -> LMSpec | None:
+    """Read a dialogue env's `oracle` setting: None, "kb" or `{kind: kb}` -> None (the rule-based
+    partner); `{kind: lm, model: ..., ...}` -> its `LMSpec`.  Anything else is a clear error."""
+    if spec is None or (isinstance(spec, str) and spec in ("kb", "rules")):
+        return None
+    if not hasattr(spec, "get"):
+        raise ValueError(f"oracle must be 'kb', a mapping with kind kb|lm, or an oracle object; got {spec!r}")
+    options = dict(spec)
+    kind = options.pop("kind", "kb")
+    if kind == "kb":
+        if options:
+            raise ValueError(f"oracle kind 'kb' takes no options, got {sorted(options)}")
+        return None
+    if kind != "lm":
+        raise ValueError(f"unknown oracle kind {kind!r}; valid: 'kb', 'lm'")
+    try:
+        return LMSpec(**options)
+    except TypeError as err:
+        raise ValueError(f"bad oracle options {sorted(options)}: {err}; valid: model, gguf_file, max_new_tokens, "
+                         "chat, dtype") from None
+
+
 @functools.lru_cache(maxsize=2)
 def load_generator(spec: LMSpec) -> "TextGenerator":
     return TextGenerator(spec)

@@ -88,25 +88,9 @@ def build_oracle(spec, default, task: str):
     """The oracle an env config asks for: None or "kb" -> `default()` (knowledge-grounded);
     a mapping `{kind: lm, model: ..., ...}` -> an LM oracle (`lm_oracle.py`) over `default()`;
     an oracle object is used as is."""
-    if spec is None or spec == "kb":
-        return default()
     if hasattr(spec, "answer_batch"):
         return spec
-    if not hasattr(spec, "get"):
-        raise ValueError(f"oracle must be 'kb', a mapping with kind kb|lm, or an oracle object; got {spec!r}")
-    options = dict(spec)
-    kind = options.pop("kind", "kb")
-    if kind == "kb":
-        if options:
-            raise ValueError(f"oracle kind 'kb' takes no options, got {sorted(options)}")
-        return default()
-    if kind != "lm":
-        raise ValueError(f"unknown oracle kind {kind!r}; valid: 'kb', 'lm'")
-    from lmrl.envs.lm_oracle import LMQuestionOracle, LMSpec
+    from lmrl.envs.lm_oracle import LMQuestionOracle, lm_spec_from_config
 
-    try:
-        lm_spec = LMSpec(**options)
-    except TypeError as err:
-        raise ValueError(f"bad oracle options {sorted(options)}: {err}; valid: model, gguf_file, max_new_tokens, "
-                         "chat, dtype") from None
-    return LMQuestionOracle(default(), task, lm_spec)
+    lm_spec = lm_spec_from_config(spec)
+    return default() if lm_spec is None else LMQuestionOracle(default(), task, lm_spec)
