@@ -1,8 +1,18 @@
-"""Engines: the only way trainers reach a model's parameters.
+"""Process topology and engines: the only way trainers reach a model's parameters.
 
-A trainer calls `setup`, then `forward` / `backward` / `step`, and `save` / `load`; it
-never touches the optimizer or the device directly.  `TorchEngine` is plain PyTorch (CPU
-or one GPU); the DeepSpeed engine will implement the same methods, so no trainer changes.
+A trainer calls `setup`, then `forward` / `backward` / `step`, switches `train` / `eval`,
+exports with `save` (a `save_pretrained` directory) and checkpoints with `save_state` /
+`load_state` (model, optimizer, schedule: what resuming needs).  Frozen models (ILQL's
+target, PPO's reference) go through `prepare_frozen`, and `local_tensors` gives the slices
+of a model's parameters this process holds, so a Polyak update never gathers anything.
+
+`TorchEngine` is plain PyTorch: CPU, one GPU, or DDP when the launcher starts several
+processes.  `lmrl.deepspeed_engine.DeepSpeedEngine` implements the same methods with ZeRO
+stage 2 or 3; DeepSpeed is imported only there.
+
+Topology comes from the environment: torchrun / the `deepspeed` launcher set RANK,
+WORLD_SIZE and LOCAL_RANK; under Slurm (one task per GPU) SLURM_PROCID, SLURM_NTASKS and
+SLURM_LOCALID are used.  Without either, the run is a single process.
 """
 
 from __future__ import annotations
@@ -11,12 +21,129 @@ import contextlib
 import json
 import math
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 
+# -- topology ------------------------------------------------------------------------------------
+def topology() -> tuple[int, int, int]:
+    """(rank, world size, local rank) from torchrun's variables, else Slurm's, else (0, 1, 0)."""
+    env = os.environ
+    if "WORLD_SIZE" in env:
+        return int(env.get("RANK", 0)), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0))
+    if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env:
+        return int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0))
+    return 0, 1, 0
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else topology()[0]
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else topology()[1]
+
+
+def is_main() -> bool:
+    """Rank 0: the only process that writes metrics, logs, exports and the run's files."""
+    return rank() == 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed(force: bool = False) -> bool:
+    """Join the process group when there are several processes (or `force`, for DeepSpeed in
+    one process).  gloo on CPU, nccl on GPUs.  Returns whether a group is up."""
+    if dist.is_initialized():
+        return True
+    r, world, local = topology()
+    if world == 1 and not force:
+        return False
+    env = os.environ
+    if "SLURM_PROCID" in env and "MASTER_ADDR" not in env:
+        # submitit knows the node list; it exports MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK
+        from submitit.helpers import TorchDistributedEnvironment
+
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+    env.setdefault("RANK", str(r))
+    env.setdefault("WORLD_SIZE", str(world))
+    env.setdefault("LOCAL_RANK", str(local))
+    env.setdefault("MASTER_ADDR", "127.0.0.1")
+    env.setdefault("MASTER_PORT", str(free_port()))
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(local)
+    dist.init_process_group(backend, rank=r, world_size=world)
+    return True
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def shutdown() -> None:
+    """Leave the process group (without this, gloo can abort at interpreter exit)."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def all_mean(value: float) -> float:
+    """The mean of a per-process scalar over all processes (the value itself in one process)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return value
+    t = torch.tensor([float(value)], dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t)
+    return float(t.item()) / dist.get_world_size()
+
+
+def broadcast_object(obj):
+    """Rank 0's `obj` on every process."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_lists(items: list) -> list:
+    """Every process's list, concatenated in rank order, on every process."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return items
+    boxes = [None] * dist.get_world_size()
+    dist.all_gather_object(boxes, items)
+    return [x for box in boxes for x in box]
+
+
+@contextlib.contextmanager
+def main_first():
+    """Rank 0 runs the block first (e.g. builds a cached dataset); the others run it after."""
+    if not is_main():
+        barrier()
+    yield
+    if is_main():
+        barrier()
+
+
+def shard(items: list, r: int | None = None, world: int | None = None) -> list:
+    """This process's share of `items` (interleaved: every rank gets a similar mix)."""
+    r = rank() if r is None else r
+    world = world_size() if world is None else world
+    return items[r::world]
+
+
+# -- optimization --------------------------------------------------------------------------------
 @dataclass
 class OptimConfig:
     """AdamW with linear warm-up then cosine decay to `min_lr_ratio * lr`, and grad clipping."""
@@ -48,18 +175,33 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-class TorchEngine:
-    """Plain PyTorch on one device, with optional bf16 autocast."""
+def write_step(directory: Path, global_step: int) -> None:
+    (directory / "lmrl_state.json").write_text(json.dumps({"global_step": global_step}))
 
-    def __init__(self, device: str = "cpu", precision: str = "fp32", threads: int | None = None):
+
+def read_step(directory: Path) -> int | None:
+    state = Path(directory) / "lmrl_state.json"
+    return json.loads(state.read_text())["global_step"] if state.exists() else None
+
+
+# -- plain PyTorch -------------------------------------------------------------------------------
+class TorchEngine:
+    """Plain PyTorch on one device, with optional bf16 autocast; DDP when several processes run."""
+
+    sharded = False  # every process holds whole parameters (ZeRO-3 does not)
+
+    def __init__(self, device: str = "auto", precision: str = "fp32", threads: int | None = None):
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
+        if device == "auto":
+            device = f"cuda:{topology()[2]}" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.precision = precision
         self.init_kwargs = {"device": device, "precision": precision, "threads": threads}
         if threads:
             torch.set_num_threads(threads)
         self.model: torch.nn.Module | None = None
+        self.wrapped: torch.nn.Module | None = None  # the DDP wrapper when world > 1
         self.optimizer = None
         self.scheduler = None
         self.global_step = 0
@@ -67,8 +209,14 @@ class TorchEngine:
     def setup(self, model: torch.nn.Module, optim: OptimConfig | None) -> None:
         """Place the model; with `optim` also build optimizer and schedule (None = inference only)."""
         self.model = model.to(self.device)
+        self.wrapped = self.model
         if optim is None:
             return
+        if init_distributed() and world_size() > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.wrapped = DistributedDataParallel(self.model, device_ids=ids)
         self.optim_cfg = optim
         self.optimizer = torch.optim.AdamW(param_groups(model, optim.weight_decay), lr=optim.lr, betas=optim.betas)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: warmup_cosine(s, optim))
@@ -85,7 +233,7 @@ class TorchEngine:
     def forward(self, **batch):
         batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
         with self.autocast():
-            return self.model(**batch)
+            return self.wrapped(**batch)
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
@@ -107,18 +255,44 @@ class TorchEngine:
         self.model.eval()
 
     def unwrap(self) -> torch.nn.Module:
+        """The model itself (whole parameters: usable for generation)."""
         return self.model
 
+    # -- frozen models and Polyak updates --
+    def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
+        """A model that is only run forward (a target or reference network)."""
+        return module.to(self.device).eval().requires_grad_(False)
+
+    def local_tensors(self, module: torch.nn.Module | None = None) -> list[torch.Tensor]:
+        """The parameter tensors of `module` (default: the trained model) this process holds."""
+        return [p.data for p in (module if module is not None else self.model).parameters()]
+
+    def frozen_state(self, module: torch.nn.Module) -> dict | None:
+        """A frozen model's full state dict (on the main process; None elsewhere)."""
+        return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()} if is_main() else None
+
+    def load_frozen_state(self, module: torch.nn.Module, state: dict) -> None:
+        module.load_state_dict(state)
+
+    @contextlib.contextmanager
+    def gathered(self):
+        """Whole parameters available inside the block (a no-op here; ZeRO-3 gathers)."""
+        yield
+
+    # -- export and checkpoints --
     def save(self, directory: str | os.PathLike, tokenizer=None) -> Path:
         """A `save_pretrained` checkpoint (model + tokenizer) loadable by `from_pretrained`.
 
         Models that are not HF models (value heads on a trunk) implement `save_pretrained` themselves.
         """
         directory = Path(directory)
-        self.model.save_pretrained(directory)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(directory)
-        (directory / "lmrl_state.json").write_text(json.dumps({"global_step": self.global_step}))
+        with self.gathered():
+            if is_main():
+                self.unwrap().save_pretrained(directory)
+                if tokenizer is not None:
+                    tokenizer.save_pretrained(directory)
+                write_step(directory, self.global_step)
+        barrier()
         return directory
 
     def load(self, directory: str | os.PathLike) -> None:
@@ -127,6 +301,18 @@ class TorchEngine:
 
         loaded = AutoModelForCausalLM.from_pretrained(directory)
         self.model.load_state_dict(loaded.state_dict())
-        state = Path(directory) / "lmrl_state.json"
-        if state.exists():
-            self.global_step = json.loads(state.read_text())["global_step"]
+        self.global_step = read_step(Path(directory)) or self.global_step
+
+    def save_state(self, directory: Path) -> None:
+        """Everything resuming needs: weights, optimizer moments, schedule, step (main process writes)."""
+        if is_main():
+            torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                        "scheduler": self.scheduler.state_dict(), "global_step": self.global_step},
+                       Path(directory) / "engine.pt")
+
+    def load_state(self, directory: Path) -> None:
+        state = torch.load(Path(directory) / "engine.pt", map_location=self.device, weights_only=False)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.global_step = state["global_step"]

@@ -22,25 +22,30 @@ from lmrl.train import evaluate_policies, write_run
 from lmrl.utils import seed_everything, summary_line
 
 
+def load_policies(checkpoint: Path, task: Task, eval_cfg, seed: int, betas: list[float] | None = None,
+                  rerank: bool | None = None, engine=None) -> tuple[str | None, dict]:
+    """(algorithm name or None, {policy name: policy}) for a run's exported `checkpoint/`."""
+    if (checkpoint / "lmrl_algo.json").exists():
+        value, policy_lm, tokenizer, algo = load_value_checkpoint(checkpoint)
+        if rerank is not None:
+            algo.rerank = bool(rerank)
+        return algo.name, value_policies(value, policy_lm, tokenizer, task, algo, eval_cfg, seed, betas)
+    model, tokenizer = load_pretrained(str(checkpoint))
+    if engine is not None:
+        engine.setup(model, None)
+        model = engine.unwrap()
+    return None, {"sample": lm_policy(model, tokenizer, task, eval_cfg, seed)}
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
 def main(cfg: DictConfig) -> dict:
     start = time.perf_counter()
     seed_everything(cfg.seed)
     task = Task(cfg.task, cfg.cache_dir)
     checkpoint, ev = Path(cfg.checkpoint).expanduser(), cfg.task.eval
-    if (checkpoint / "lmrl_algo.json").exists():
-        value, policy_lm, tokenizer, algo = load_value_checkpoint(checkpoint)
-        if cfg.rerank is not None:
-            algo.rerank = bool(cfg.rerank)
-        betas = list(cfg.betas) if cfg.betas else None
-        policies = value_policies(value, policy_lm, tokenizer, task, algo, ev, cfg.seed, betas)
-        name = algo.name
-    else:
-        model, tokenizer = load_pretrained(str(checkpoint))
-        engine = instantiate(cfg.hardware.engine)
-        engine.setup(model, None)
-        policies = {"sample": lm_policy(engine.unwrap(), tokenizer, task, ev, cfg.seed)}
-        name = cfg.algo.name
+    name, policies = load_policies(checkpoint, task, ev, cfg.seed, list(cfg.betas) if cfg.betas else None,
+                                   cfg.rerank, engine=instantiate(cfg.hardware.engine))
+    name = name or cfg.algo.name
     metrics = evaluate_policies(task, policies, ev, cfg.seed)
     metrics = {"task": task.name, "algo": name, "checkpoint": str(cfg.checkpoint), "seed": cfg.seed,
                **metrics, "wall_seconds": time.perf_counter() - start}

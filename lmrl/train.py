@@ -1,10 +1,21 @@
-"""`python -m lmrl.train task=... algo=... model=... hardware=...`: build, fit, evaluate, save."""
+"""`python -m lmrl.train task=... algo=... model=... hardware=...`: build, fit, evaluate, save.
+
+The same command runs in one process or under a launcher (`torchrun`, `deepspeed`, Slurm
+tasks): every process trains its share, rank 0 alone writes metrics, logs and exports, and
+evaluates the exported policy after the others have left the process group.
+
+Checkpoints go to `<run>/checkpoints/` every `checkpoint.every_steps` optimizer steps
+(`every_rounds` rounds for online algorithms).  `resume=true` continues the newest unfinished
+run beside this one (same task and algorithm); `resume=<run dir>` continues that run.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
+from datetime import datetime
 from pathlib import Path
 
 import hydra
@@ -12,13 +23,20 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from lmrl.algos.base import build_trainer
+from lmrl.algos.base import ConfigError, build_trainer
+from lmrl.checkpoint import Checkpointer
+from lmrl.dist import barrier, broadcast_object, init_distributed, is_main, main_first, shutdown, world_size
+from lmrl.envs.base import history_to_str
 from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.scoring import summarize
 from lmrl.task import Task
+from lmrl.tracking import NullLogger, RunLog
 from lmrl.utils import seed_everything, summary_line
 
 log = logging.getLogger(__name__)
+
+# Config keys that may differ between a run and its resumption.
+RESUME_FREE = ("resume", "hydra", "logger", "checkpoint")
 
 
 def evaluate(task: Task, policy, eval_cfg, seed: int) -> tuple[dict, list]:
@@ -28,9 +46,16 @@ def evaluate(task: Task, policy, eval_cfg, seed: int) -> tuple[dict, list]:
     return summarize(episodes, task.normalization), episodes
 
 
-def evaluate_policies(task: Task, policies: dict, eval_cfg, seed: int) -> dict:
-    """Every named policy through the protocol; the first is the headline (its metrics at the top level)."""
-    results = {name: evaluate(task, policy, eval_cfg, seed)[0] for name, policy in policies.items()}
+def evaluate_policies(task: Task, policies: dict, eval_cfg, seed: int, logger=None) -> dict:
+    """Every named policy through the protocol; the first is the headline (its metrics at the top level).
+    With a logger, a few transcripts per policy go to it as a table."""
+    results, rows = {}, []
+    for name, policy in policies.items():
+        results[name], episodes = evaluate(task, policy, eval_cfg, seed)
+        rows += [[name, i, ep.total_return, bool(ep.success), history_to_str(ep.turns)] for i, ep in
+                 enumerate(episodes[:8])]
+    if logger is not None:
+        logger.table("eval/transcripts", ["policy", "episode", "return", "success", "transcript"], rows)
     headline = next(iter(results))
     return {**results[headline], "policy": headline, "policies": results}
 
@@ -40,28 +65,127 @@ def write_run(run_dir: Path, cfg: DictConfig, metrics: dict) -> None:
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
-def main(cfg: DictConfig) -> dict:
+def run_name(cfg: DictConfig) -> str:
+    return f"{cfg.task.name}__{cfg.algo.name}__{cfg.seed}__{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def resumable(directory: Path) -> bool:
+    """A run that checkpointed and did not finish."""
+    return (directory / "checkpoints" / "latest").exists() and not (directory / "metrics.json").exists()
+
+
+def resolve_run_dir(cfg: DictConfig, hydra_dir: Path) -> tuple[Path, bool]:
+    """(run directory, resuming?).  Decided on rank 0; every process gets the same answer."""
+    if not is_main():
+        return broadcast_object(None)
+    if cfg.resume in (False, None, "false"):
+        answer = (hydra_dir, False)
+    elif cfg.resume in (True, "true"):
+        siblings = [d for d in hydra_dir.parent.iterdir() if d.is_dir() and d != hydra_dir and resumable(d)]
+        if not siblings:
+            raise ConfigError(f"resume=true: no unfinished run with a checkpoint in {hydra_dir.parent} "
+                              "(give the run directory: resume=<dir>)")
+        answer = (max(siblings, key=lambda d: (d / "checkpoints" / "latest").stat().st_mtime), True)
+    else:
+        path = Path(str(cfg.resume)).expanduser()
+        if not (path / "checkpoints" / "latest").exists():
+            raise ConfigError(f"resume={path}: no checkpoints/latest there (is it a run directory?)")
+        answer = (path, True)
+    if answer[1]:
+        check_same_config(answer[0], cfg)
+    return broadcast_object(answer)
+
+
+def check_same_config(run_dir: Path, cfg: DictConfig) -> None:
+    saved_path = run_dir / "config.yaml"
+    if not saved_path.exists():
+        return
+    saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
+    now = OmegaConf.to_container(cfg, resolve=True)
+    diff = sorted(k for k in set(saved) | set(now) if k not in RESUME_FREE and saved.get(k) != now.get(k))
+    if diff:
+        raise ConfigError(f"cannot resume {run_dir}: its config differs in {diff} (resume with the same overrides)")
+
+
+def checkpointer_for(cfg: DictConfig, run_dir: Path) -> Checkpointer:
+    every = cfg.checkpoint.every_rounds if "rounds" in cfg.algo else cfg.checkpoint.every_steps
+    return Checkpointer(run_dir / "checkpoints", every, cfg.checkpoint.keep)
+
+
+def build_logger(cfg: DictConfig, run_dir: Path, checkpointer: Checkpointer):
+    """The configured logger on rank 0 (a silent one elsewhere), teed into `<run>/log.jsonl`."""
+    if not is_main():
+        return NullLogger()
+    logger = RunLog(run_dir / "log.jsonl", instantiate(cfg.logger))
+    latest = checkpointer.latest()
+    previous_id = json.loads((latest / "trainer_state.json").read_text()).get("wandb_id") if latest else None
+    logger.start(run_dir=run_dir, config=OmegaConf.to_container(cfg, resolve=True), name=run_name(cfg),
+                 run_id=previous_id)
+    return logger
+
+
+def parameter_counts(model) -> dict:
+    return {"model/parameters": sum(p.numel() for p in model.parameters()),
+            "model/trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+
+
+def checkpoint_policies(trainer, engine, checkpoint: Path, task: Task, eval_cfg, seed: int) -> dict:
+    """The policies to evaluate: the trainer's in-memory ones, or, when the engine keeps parameters
+    in slices (ZeRO-3), the exported checkpoint reloaded whole (what `lmrl.evaluate` would load)."""
+    if not engine.sharded:
+        return trainer.policies(eval_cfg, seed)
+    from lmrl.evaluate import load_policies
+
+    return load_policies(checkpoint, task, eval_cfg, seed)[1]
+
+
+def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     start = time.perf_counter()
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    init_distributed()  # several processes: join the group (gloo on CPU, nccl on GPUs)
+    run_dir, resuming = resolve_run_dir(cfg, hydra_dir)
+    if is_main():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not resuming:
+            (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     seed_everything(cfg.seed)
     task = Task(cfg.task, cfg.cache_dir)
-    task.dataset_path()  # build (or reuse) the dataset before anything is trained on it
+    with main_first():
+        task.dataset_path()  # build (or reuse) the dataset before anything is trained on it
     model, tokenizer = instantiate(cfg.model, corpus=task.texts)
+    counts = parameter_counts(model)
     engine = instantiate(cfg.hardware.engine)
-    logger = instantiate(cfg.logger)
+    checkpointer = checkpointer_for(cfg, run_dir)
+    logger = build_logger(cfg, run_dir, checkpointer)
+    logger.log(counts, step=None)
     trainer = build_trainer(cfg.algo, task=task, engine=engine, model=model, tokenizer=tokenizer, logger=logger,
-                            seed=cfg.seed, run_dir=run_dir)
+                            seed=cfg.seed, run_dir=run_dir, checkpointer=checkpointer)
     train_metrics = trainer.fit()
-    trainer.save(run_dir / "checkpoint")
-    metrics = evaluate_policies(task, trainer.policies(cfg.task.eval, cfg.seed), cfg.task.eval, cfg.seed)
-    logger.log({f"eval/{k}": v for k, v in metrics.items() if k != "policies"})
+    export = run_dir / "checkpoint"
+    with engine.gathered():  # whole weights for the export (ZeRO-3), written by rank 0
+        if is_main():
+            trainer.save(export)
+    barrier()
+    world = world_size()
+    shutdown()  # the other processes are done; rank 0 evaluates alone
+    if not is_main():
+        if hydra_dir != run_dir:  # this process's own (unused) Hydra output directory
+            shutil.rmtree(hydra_dir, ignore_errors=True)
+        return {}
+    policies = checkpoint_policies(trainer, engine, export, task, cfg.task.eval, cfg.seed)
+    metrics = evaluate_policies(task, policies, cfg.task.eval, cfg.seed, logger)
+    logger.log({f"eval/{k}": v for k, v in metrics.items() if k != "policies"}, step=None)
     logger.finish()
-    metrics = {"task": task.name, "algo": cfg.algo.name, "model": cfg.model.name, "seed": cfg.seed, **metrics,
-               **train_metrics, "wall_seconds": time.perf_counter() - start, "run_dir": str(run_dir)}
+    metrics = {"task": task.name, "algo": cfg.algo.name, "model": cfg.model.name, "hardware": cfg.hardware.name,
+               "world_size": world, "seed": cfg.seed, **metrics, **train_metrics, **counts,
+               "wall_seconds": time.perf_counter() - start, "run_dir": str(run_dir)}
     write_run(run_dir, cfg, metrics)
     print(summary_line(metrics))
     return metrics
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> dict:
+    return run(cfg, Path(HydraConfig.get().runtime.output_dir))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import random
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -12,6 +15,24 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive advisory lock held by the main process for the block (other processes pass)."""
+    from lmrl.dist import is_main
+
+    if not is_main():
+        yield
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def summary_line(m: dict) -> str:

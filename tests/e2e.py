@@ -11,12 +11,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_cli(module: str, overrides: list[str], run_dir: Path, cache_dir: Path, timeout: int = 600) -> dict:
-    """`python -m <module> <overrides>` with its Hydra run dir pinned; returns metrics.json."""
+def cli_env(cache_dir: Path, **extra: str) -> dict:
+    """The environment of a CLI run in a test: offline, its own cache, no launcher variables inherited."""
     env = dict(os.environ, LMRL_CACHE=str(cache_dir), HF_HUB_OFFLINE="1", WANDB_MODE="disabled",
-               TOKENIZERS_PARALLELISM="false")
-    cmd = [sys.executable, "-m", module, *overrides, f"hydra.run.dir={run_dir}"]
+               TOKENIZERS_PARALLELISM="false", DS_ACCELERATOR="cpu")
+    env.update(extra)
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    return env
+
+
+def cli_command(module: str, overrides: list[str], run_dir: Path, nproc: int = 1) -> list[str]:
+    """`python -m <module> ...`, or under `torchrun --standalone` with `nproc` processes."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    return [*(launcher if nproc > 1 else [sys.executable]), "-m", module, *overrides, f"hydra.run.dir={run_dir}"]
+
+
+def run_cli(module: str, overrides: list[str], run_dir: Path, cache_dir: Path, timeout: int = 600, nproc: int = 1,
+            metrics_dir: Path | None = None, **env_extra: str) -> dict:
+    """`python -m <module> <overrides>` with its Hydra run dir pinned; returns metrics.json (from
+    `metrics_dir` when the run writes elsewhere, e.g. a resumed run)."""
+    env = cli_env(cache_dir, **({"OMP_NUM_THREADS": "1"} if nproc > 1 else {}), **env_extra)
+    cmd = cli_command(module, overrides, run_dir, nproc)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}"
     assert "[lmrl] task=" in proc.stdout, proc.stdout[-2000:]
-    return json.loads((run_dir / "metrics.json").read_text())
+    return json.loads(((metrics_dir or run_dir) / "metrics.json").read_text())

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,10 @@ from tqdm.auto import tqdm
 from lmrl.algos.base import OptimFields
 from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, episode_to_sequences, has_decision
-from lmrl.dist import OptimConfig
+from lmrl.checkpoint import Checkpointer
+from lmrl.tracking import StageLogger
+from lmrl.utils import file_lock
+from lmrl.dist import OptimConfig, all_mean, barrier, broadcast_object, is_main, rank, world_size, write_step
 from lmrl.envs.base import Episode
 from lmrl.models.factory import model_max_length
 from lmrl.rollout.policy import LMPolicy
@@ -73,10 +77,11 @@ def top_fraction(episodes: list[Episode], fraction: float) -> list[Episode]:
 class BCTrainer:
     config_class = BCConfig
 
-    def __init__(self, cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None):
+    def __init__(self, cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None,
+                 checkpointer: Checkpointer | None = None):
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
+        self.seed, self.checkpointer = seed, checkpointer
         self.max_length = model_max_length(model)
-        self.generator = torch.Generator().manual_seed(seed)
         engine.setup(model, OptimConfig(cfg.lr, cfg.steps, cfg.warmup_steps, cfg.weight_decay, grad_clip=cfg.grad_clip,
                                         min_lr_ratio=cfg.min_lr_ratio))
 
@@ -93,12 +98,22 @@ class BCTrainer:
                  seqs.nbytes / 2**20)
         return seqs
 
-    def batches(self, seqs: Sequence[TokenSequence]):
-        """Endless shuffled epochs of collated batches."""
+    def batches(self, seqs: Sequence[TokenSequence], start: int = 0, salt: int = 0):
+        """Endless shuffled epochs of collated batches, starting at batch `start`.
+
+        Epoch e's order is a pure function of (seed, salt, e), so a resumed run sees exactly the
+        batches it would have seen.  `batch_size` is global: with several processes each takes an
+        interleaved share of every batch."""
+        bs, n, world, r = self.cfg.batch_size, len(seqs), world_size(), rank()
+        starts = range(0, max(1, n - bs + 1), bs)
+        epoch, offset = divmod(start, len(starts))
         while True:
-            order = torch.randperm(len(seqs), generator=self.generator).tolist()
-            for i in range(0, max(1, len(order) - self.cfg.batch_size + 1), self.cfg.batch_size):
-                yield collate([seqs[j] for j in order[i : i + self.cfg.batch_size]], self.tokenizer.pad_token_id)
+            g = torch.Generator().manual_seed(hash_seed(self.seed, salt, epoch))
+            order = torch.randperm(n, generator=g).tolist()
+            for i in starts[offset:]:
+                chunk = order[i : i + bs]
+                yield collate([seqs[j] for j in (chunk[r::world] if world > 1 else chunk)], self.tokenizer.pad_token_id)
+            epoch, offset = epoch + 1, 0
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -112,33 +127,76 @@ class BCTrainer:
 
     def fit(self) -> dict:
         seqs = self.sequences()
+        resumed = self.restore()
+        first = resumed["step"] if resumed else 0
         self.engine.train()
-        batches, tokens, start = self.batches(seqs), 0, time.perf_counter()
-        bar = tqdm(range(self.cfg.steps), desc=f"train {self.cfg.name}", unit="step")
+        batches, tokens, start = self.batches(seqs, first), 0, time.perf_counter()
+        bar = tqdm(range(first, self.cfg.steps), desc=f"train {self.cfg.name}", unit="step", initial=first,
+                   total=self.cfg.steps, disable=not is_main())
+        loss = torch.tensor(float("nan"))
         for step in bar:
             batch = next(batches)
             loss, logs = self.loss(batch)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"non-finite {self.cfg.name} loss at step {step}: {logs}")
+            check_finite(loss, f"{self.cfg.name} loss at step {step}", logs, self.checkpointer)
             self.engine.backward(loss)
             stats = self.engine.step()
             self.after_step()  # ILQL: target update only after a completed optimizer step
             tokens += int(batch["attention_mask"].sum())
             if step % self.cfg.log_every == 0 or step == self.cfg.steps - 1:
-                bar.set_postfix(loss=f"{loss.item():.4f}")
-                self.logger.log({"train/loss": loss.item(), **{f"train/{k}": v for k, v in logs.items()},
+                value = all_mean(loss.item())  # the mean over processes (each saw its share of the batch)
+                bar.set_postfix(loss=f"{value:.4f}")
+                self.logger.log({"train/loss": value, **{f"train/{k}": v for k, v in logs.items()},
                                  "train/lr": stats["lr"], "train/grad_norm": stats["grad_norm"]}, step=step)
+            if self.checkpointer is not None and self.checkpointer.due(step + 1):
+                self.checkpoint(step + 1)
         elapsed = time.perf_counter() - start
-        return {"train_loss": loss.item(), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
-                "train_seconds": elapsed, "train_tokens_per_s": tokens / elapsed}
+        return {"train_loss": all_mean(loss.item()), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
+                "train_seconds": elapsed, "train_tokens_per_s": tokens * world_size() / elapsed,
+                **({"resumed_from_step": first} if resumed else {})}
+
+    # -- checkpoints: what a resumed run needs beyond the engine's state --------------------------
+    def frozen_modules(self) -> dict:
+        """Models outside the engine whose weights change during training (ILQL: the target)."""
+        return {}
+
+    def trainer_state(self) -> dict:
+        return {"wandb_id": getattr(self.logger, "run_id", None)}
+
+    def checkpoint(self, step: int) -> None:
+        self.checkpointer.save(step, self.engine, self.trainer_state(), self.frozen_modules())
+
+    def restore(self) -> dict | None:
+        """Continue from the latest checkpoint, if there is one (the data position is the step)."""
+        if self.checkpointer is None:
+            return None
+        return self.checkpointer.restore(self.engine, self.frozen_modules())
 
     def save(self, directory: Path) -> None:
-        """A save_pretrained checkpoint (model + tokenizer): `python -m lmrl.evaluate checkpoint=<dir>`."""
-        self.engine.save(directory, self.tokenizer)
+        """A save_pretrained checkpoint (model + tokenizer): `python -m lmrl.evaluate checkpoint=<dir>`.
+        Trainers' `save` runs on rank 0 only, with whole weights (inside `engine.gathered()`)."""
+        self.engine.unwrap().save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        write_step(Path(directory), self.engine.global_step)
 
     def policies(self, eval_cfg, seed: int) -> dict[str, LMPolicy]:
         """The policies to evaluate, by name (the first is the run's headline): the trained LM, sampled."""
         return {"sample": lm_policy(self.engine.unwrap(), self.tokenizer, self.task, eval_cfg, seed)}
+
+
+def hash_seed(*parts: int) -> int:
+    """A 63-bit seed from integers (stable across processes, unlike `hash`)."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little") >> 1
+
+
+def check_finite(loss: torch.Tensor, what: str, logs: dict, checkpointer: Checkpointer | None) -> None:
+    """Stop on a NaN/inf loss before it reaches the weights; the last checkpoint stays the good one."""
+    if torch.isfinite(loss):
+        return
+    last = checkpointer.latest() if checkpointer is not None else None
+    where = (f"the last good checkpoint is {last} (resume with resume={checkpointer.directory.parent})" if last
+             else "no checkpoint was written yet (set checkpoint.every to keep one)")
+    raise FloatingPointError(f"non-finite {what} ({logs}); training stopped, {where}. Lower the learning rate "
+                             f"or check the data.")
 
 
 def lm_policy(model, tokenizer, task, eval_cfg, seed: int, logits_hook=None) -> LMPolicy:
@@ -152,15 +210,22 @@ def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: i
     blob = json.dumps({"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
                        "bc": dataclasses.asdict(cfg), "seed": seed}, sort_keys=True, default=str)
     path = task.cache_dir / "bc" / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
-    if (path / "config.json").exists():
-        log.info("reusing the cached BC stage %s", path)
-        return path
-    log.info("training the BC stage (cached afterwards in %s)", path)
-    trainer = BCTrainer(cfg, task, engine.spawn(), model, tokenizer, logger, seed)
-    trainer.fit()
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    trainer.engine.save(tmp, tokenizer)
-    os.replace(tmp, path)
+    with file_lock(path.with_name(path.name + ".lock")):  # concurrent sweep jobs train it once
+        if broadcast_object((path / "config.json").exists()):
+            log.info("reusing the cached BC stage %s", path)
+            return path
+        log.info("training the BC stage (cached afterwards in %s)", path)
+        # The stage checkpoints beside its cache entry, so a killed RL run does not retrain it from scratch.
+        partial = path.with_name(path.name + ".partial")
+        trainer = BCTrainer(cfg, task, engine.spawn(), model, tokenizer, StageLogger(logger, "bc_stage"), seed,
+                            checkpointer=Checkpointer(partial / "checkpoints", every=max(1, cfg.steps // 4)))
+        trainer.fit()
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        trainer.engine.save(tmp, tokenizer)
+        if is_main():
+            os.replace(tmp, path)
+            shutil.rmtree(partial, ignore_errors=True)
+        barrier()
     return path
 
 

@@ -29,11 +29,12 @@ from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM
 
-from lmrl.algos.base import OptimFields
+from lmrl.algos.base import ConfigError, OptimFields
 from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, start_checkpoint, top_fraction
 from lmrl.data.jsonl import write_episodes
 from lmrl.data.tokenize import SegmentEncoder, TokenSequence, episode_to_sequences, has_decision
-from lmrl.dist import OptimConfig
+from lmrl.checkpoint import Checkpointer
+from lmrl.dist import OptimConfig, gather_lists, is_main, shard
 from lmrl.envs.base import Episode, history_to_str
 from lmrl.models.factory import model_max_length
 from lmrl.rollout.evaluate import run_episodes
@@ -87,10 +88,12 @@ class OnlineTrainer(BCTrainer):
     config_class = OnlineConfig
 
     def __init__(self, cfg: OnlineConfig, task, engine, model, tokenizer, logger, seed: int = 0,
-                 run_dir: str | Path | None = None):
+                 run_dir: str | Path | None = None, checkpointer: Checkpointer | None = None):
+        if engine.sharded:
+            raise ConfigError(f"{cfg.name} rolls out with the live policy, which ZeRO-3 keeps in slices; use "
+                              "hardware=zero2 (or cpu/gpu/ddp): gathered generation under ZeRO-3 is not built yet")
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
-        self.seed, self.run_dir = seed, Path(run_dir) if run_dir is not None else None
-        self.generator = torch.Generator().manual_seed(seed)
+        self.seed, self.run_dir, self.checkpointer = seed, Path(run_dir) if run_dir is not None else None, checkpointer
         self.encode = SegmentEncoder(tokenizer)
         self.max_length = model_max_length(model)
         bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
@@ -126,15 +129,25 @@ class OnlineTrainer(BCTrainer):
         """`episodes_per_round` episodes of the current policy from random start states."""
         rng = random.Random(f"{self.seed}/{round_idx}")
         seeds = [rng.randrange(2**31) for _ in range(self.cfg.episodes_per_round)]
-        episodes = run_episodes(self.rollout_policy, self.task.make_env, [{}] * len(seeds), seeds,
-                                desc=f"rollout {round_idx}")
-        if self.run_dir is not None:
+        # each process plays its share; then every process holds the whole round (same updates everywhere)
+        episodes = gather_lists(run_episodes(self.rollout_policy, self.task.make_env, [{}] * len(shard(seeds)),
+                                             shard(seeds), desc=f"rollout {round_idx}"))
+        if self.run_dir is not None and is_main():
             write_episodes(self.run_dir / "rollouts" / f"round_{round_idx:03d}.jsonl", episodes)
         return episodes
 
+    def trainer_state(self) -> dict:
+        return {**super().trainer_state(), "rounds": self.rounds}
+
     def fit(self) -> dict:
         start = time.perf_counter()
-        bar = tqdm(range(self.cfg.rounds), desc=f"{self.cfg.name} rounds", unit="round")
+        resumed = self.restore()
+        if resumed:
+            self.rounds = resumed["rounds"]
+            self.load_round_state(resumed)
+        first = len(self.rounds)
+        bar = tqdm(range(first, self.cfg.rounds), desc=f"{self.cfg.name} rounds", unit="round", initial=first,
+                   total=self.cfg.rounds, disable=not is_main())
         for r in bar:
             t0 = time.perf_counter()
             episodes = self.collect(r)
@@ -153,7 +166,9 @@ class OnlineTrainer(BCTrainer):
                    "rollout_seconds": rollout_seconds, "update_seconds": time.perf_counter() - t1, **logs}
             self.rounds.append(row)
             self.logger.log({f"rollout/{k}": v for k, v in row.items() if k != "round"}, step=r)
-            bar.set_postfix(ret=f"{stats['return_mean']:.1f}", norm=f"{stats['normalized_score']:.1f}")
+            bar.set_postfix(ret=f"{row['return_mean']:.1f}", norm=f"{row['normalized_score']:.1f}")
+            if self.checkpointer is not None and self.checkpointer.due(r + 1):
+                self.checkpoint(r + 1)
         self.write_curve()
         first, last = self.rounds[0], self.rounds[-1]
         return {"train_rounds": self.cfg.rounds, "train_seconds": time.perf_counter() - start,
@@ -161,9 +176,12 @@ class OnlineTrainer(BCTrainer):
                 "rollout_normalized_last": last["normalized_score"],
                 "rollout_env_steps_per_s": sum(r["env_steps_per_s"] for r in self.rounds) / len(self.rounds)}
 
+    def load_round_state(self, state: dict) -> None:
+        """Subclasses restore what they keep between rounds (PPO: the KL coefficient)."""
+
     def write_curve(self) -> None:
         """rounds.csv and rounds.png: the rollout return per round, the learning curve of online RL."""
-        if self.run_dir is None or not self.rounds:
+        if self.run_dir is None or not self.rounds or not is_main():
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         keys = list(dict.fromkeys(k for row in self.rounds for k in row))
@@ -206,10 +224,10 @@ class OnlineFilteredBCTrainer(OnlineTrainer):
         kept = top_fraction(episodes, self.cfg.top_fraction)
         seqs = [s for ep in kept for s in self.link_sequences(ep)]
         if not seqs:
-            return {"kept_episodes": len(kept), "train_steps": 0}
+            return {"kept_episodes": len(kept), "train_steps": 0, "bc_loss": float("nan")}
         self.engine.train()
         losses = []
-        for batch in itertools.islice(self.batches(seqs), self.train_steps(len(seqs))):
+        for batch in itertools.islice(self.batches(seqs, salt=round_idx + 1), self.train_steps(len(seqs))):
             out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
             loss = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"])
             if not torch.isfinite(loss):

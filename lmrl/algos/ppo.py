@@ -33,6 +33,7 @@ from lmrl.algos.online import OnlineConfig, OnlineTrainer
 from lmrl.algos.ppo_losses import (AdaptiveKL, FixedKL, gae, kl_k3, kl_penalized_rewards, policy_loss, value_loss,
                                    whiten)
 from lmrl.algos.value_losses import gather_tokens
+from lmrl.dist import shard
 from lmrl.data.tokenize import TokenSequence, collate, decision_points, next_decision_index
 from lmrl.envs.base import Episode
 from lmrl.models.value import ValueModel
@@ -93,9 +94,8 @@ class PPOTrainer(OnlineTrainer):
             if isinstance(module, torch.nn.Dropout):
                 module.p = 0.0  # PPO ratios need deterministic log-probs
         self.model = ValueModel(lm, n_q=0, with_v=True, keep_lm_head=True)
-        self.reference = AutoModelForCausalLM.from_pretrained(bc_dir).eval().requires_grad_(False)
         self.engine.setup(self.model, self.optim_config())
-        self.reference.to(self.engine.device)
+        self.reference = self.engine.prepare_frozen(AutoModelForCausalLM.from_pretrained(bc_dir))
         cfg = self.cfg
         self.kl = AdaptiveKL(cfg.kl_coef, cfg.kl_target, cfg.kl_horizon) if cfg.kl_target else FixedKL(cfg.kl_coef)
         self.value_initialized = cfg.value_bias is not None
@@ -107,6 +107,12 @@ class PPOTrainer(OnlineTrainer):
 
     def policy_lm(self) -> torch.nn.Module:
         return self.model.lm
+
+    def trainer_state(self) -> dict:
+        return {**super().trainer_state(), "kl_coef": self.kl.value, "value_initialized": self.value_initialized}
+
+    def load_round_state(self, state: dict) -> None:
+        self.kl.value, self.value_initialized = state["kl_coef"], state["value_initialized"]
 
     @torch.no_grad()
     def score(self, seqs: list[TokenSequence]) -> list[dict]:
@@ -187,7 +193,8 @@ class PPOTrainer(OnlineTrainer):
             for i in range(0, len(order), self.cfg.batch_size):
                 if steps == budget:
                     break
-                mb = [samples[j] for j in order[i : i + self.cfg.batch_size]]
+                # every process holds the whole round; each takes its share of the minibatch
+                mb = shard([samples[j] for j in order[i : i + self.cfg.batch_size]])
                 loss, logs = self.minibatch_loss(mb)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"non-finite PPO loss in round {round_idx}: {logs}")

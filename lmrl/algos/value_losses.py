@@ -8,8 +8,10 @@ Every loss sums over decision points and divides by n = #decision points in the 
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from lmrl.data.tokenize import NO_NEXT
 
@@ -138,7 +140,8 @@ def mc_loss(
 
 
 @torch.no_grad()
-def polyak_update(target: nn.Module, online: nn.Module, alpha: float) -> None:
-    """θ_tgt ← α·θ + (1-α)·θ_tgt for every parameter pair (α weights the online net, as optax)."""
-    for p_tgt, p in zip(target.parameters(), online.parameters(), strict=True):
-        p_tgt.mul_(1.0 - alpha).add_(p.to(p_tgt.dtype), alpha=alpha)
+def polyak_update(target: Iterable[torch.Tensor], online: Iterable[torch.Tensor], alpha: float) -> None:
+    """θ_tgt ← α·θ + (1-α)·θ_tgt for every pair of parameter tensors (α weights the online net, as optax)."""
+    with torch.no_grad():
+        for t, p in zip(target, online, strict=True):
+            t.mul_(1.0 - alpha).add_(p.to(t.dtype), alpha=alpha)

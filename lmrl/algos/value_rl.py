@@ -28,6 +28,7 @@ from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import (
     SegmentEncoder, collate, decision_points, episode_to_chain, has_decision, next_decision_index,
 )
+from lmrl.checkpoint import Checkpointer
 from lmrl.dist import OptimConfig
 from lmrl.models.factory import model_max_length
 from lmrl.models.value import GuidedLM, ValueModel
@@ -88,9 +89,10 @@ class MCTrainer(BCTrainer):
     config_class = ValueRLConfig
     n_q, with_v = 1, False
 
-    def __init__(self, cfg: ValueRLConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None):
+    def __init__(self, cfg: ValueRLConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None,
+                 checkpointer: Checkpointer | None = None):
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
-        self.generator = torch.Generator().manual_seed(seed)
+        self.seed, self.checkpointer = seed, checkpointer
         bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
         trunk = AutoModelForCausalLM.from_pretrained(bc_dir)
         self.max_length = model_max_length(trunk)
@@ -100,9 +102,14 @@ class MCTrainer(BCTrainer):
         self.value = ValueModel(trunk, self.n_q, self.with_v, keep_lm_head=cfg.shared_trunk, bias_init=bias)
         self.policy_lm = None if cfg.shared_trunk else AutoModelForCausalLM.from_pretrained(bc_dir).eval()
         if self.policy_lm is not None:
-            self.policy_lm.requires_grad_(False)
+            self.policy_lm.requires_grad_(False)  # used only to act after training: stays a CPU replica
+        target = self.make_target()  # copied before the engine shards the value model (ZeRO-3)
         engine.setup(self.value, OptimConfig(cfg.lr, cfg.steps, cfg.warmup_steps, cfg.weight_decay,
                                              grad_clip=cfg.grad_clip, min_lr_ratio=cfg.min_lr_ratio))
+        self.target = engine.prepare_frozen(target) if target is not None else None
+
+    def make_target(self) -> torch.nn.Module | None:
+        return None
 
     def sequences(self):
         return self.seqs  # built once in __init__ (the head bias needs them before training)
@@ -207,9 +214,11 @@ class ILQLTrainer(MCTrainer):
     config_class = ILQLConfig
     n_q, with_v = 2, True
 
-    def __init__(self, cfg: ILQLConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None):
-        super().__init__(cfg, task, engine, model, tokenizer, logger, seed, run_dir)
-        self.target = copy.deepcopy(self.value).requires_grad_(False)
+    def make_target(self) -> torch.nn.Module:
+        return copy.deepcopy(self.value).requires_grad_(False)
+
+    def frozen_modules(self) -> dict:
+        return {"target": self.target}
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -227,9 +236,10 @@ class ILQLTrainer(MCTrainer):
         """V after a sequence's last decision: V of the next link's state (windowed tasks), else 0 (done)."""
         if "next_input_ids" not in batch:
             return torch.zeros(batch["input_ids"].shape[0])
-        out = self.value(batch["next_input_ids"], batch["next_attention_mask"])
-        v_next = out.v.gather(1, batch["next_last"][:, None]).squeeze(1)  # ILQL: V at the next decision point
+        out = self.engine.forward(input_ids=batch["next_input_ids"], attention_mask=batch["next_attention_mask"])
+        v_next = out.v.gather(1, batch["next_last"][:, None].to(out.v.device)).squeeze(1).cpu()  # ILQL: V at the next decision point
         return torch.where(batch["has_next"], v_next, torch.zeros_like(v_next))
 
     def after_step(self) -> None:
-        polyak_update(self.target, self.value, self.cfg.polyak_alpha)
+        # each process updates its own slices (ZeRO-3 partitions target and value alike)
+        polyak_update(self.engine.local_tensors(self.target), self.engine.local_tensors(), self.cfg.polyak_alpha)

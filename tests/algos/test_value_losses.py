@@ -195,7 +195,7 @@ def test_polyak_update_weights_the_online_net():
         target.bias.fill_(8.0)
         online.weight.copy_(torch.tensor([[4.0, 0.0]]))
         online.bias.fill_(0.0)
-    polyak_update(target, online, alpha=0.25)
+    polyak_update(target.parameters(), online.parameters(), alpha=0.25)
     # 0.25 * online + 0.75 * target: weight [0.25*4, 0.75*4] = [1, 3]; bias 0.75 * 8 = 6
     assert target.weight.tolist() == [[1.0, 3.0]] and target.bias.tolist() == [6.0]
     assert online.weight.tolist() == [[4.0, 0.0]] and online.bias.tolist() == [0.0]

@@ -1,0 +1,107 @@
+"""Periodic training checkpoints and resuming.
+
+A checkpoint is a directory `<run>/checkpoints/step_<N>/` holding
+- the engine's state (`engine.save_state`: weights, optimizer moments, LR schedule; under
+  DeepSpeed every process writes its own shards),
+- frozen models that change during training (ILQL's Polyak target) as `<name>.pt`,
+- each process's RNG streams (`rng_rank<r>.pt`),
+- `trainer_state.json`: the step (for offline trainers also the data position: batch order
+  is a pure function of seed and step), online trainers' per-round history, the W&B run id.
+`checkpoints/latest` names the newest complete one; it is replaced atomically only after
+every file is written, so a run killed while saving falls back to the previous checkpoint.
+The last `keep` checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lmrl.dist import barrier, is_main, rank
+
+log = logging.getLogger(__name__)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class Checkpointer:
+    def __init__(self, directory: str | os.PathLike, every: int, keep: int = 2):
+        if every < 0 or keep < 1:
+            raise ValueError(f"checkpoint every must be >= 0 and keep >= 1 (got {every}, {keep})")
+        self.directory, self.every, self.keep = Path(directory), every, keep
+
+    def due(self, step: int) -> bool:
+        """Whether to checkpoint after `step` completed steps (or rounds)."""
+        return self.every > 0 and step > 0 and step % self.every == 0
+
+    def latest(self) -> Path | None:
+        pointer = self.directory / "latest"
+        if not pointer.exists():
+            return None
+        path = self.directory / pointer.read_text().strip()
+        return path if (path / "trainer_state.json").exists() else None
+
+    def save(self, step: int, engine, state: dict, frozen: dict | None = None) -> Path:
+        """Collective: every process calls it at the same step."""
+        path = self.directory / f"step_{step:08d}"
+        if is_main():
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir(parents=True)
+        barrier()
+        engine.save_state(path)
+        for name, module in (frozen or {}).items():
+            full = engine.frozen_state(module)
+            if is_main():
+                torch.save(full, path / f"{name}.pt")
+        torch.save(rng_state(), path / f"rng_rank{rank()}.pt")
+        barrier()
+        if is_main():
+            (path / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=1))
+            tmp = self.directory / f"latest.tmp{os.getpid()}"
+            tmp.write_text(path.name)
+            os.replace(tmp, self.directory / "latest")
+            self.prune()
+            log.info("checkpoint %s", path)
+        barrier()
+        return path
+
+    def prune(self) -> None:
+        steps = sorted(p for p in self.directory.glob("step_*") if p.is_dir())
+        for old in steps[: -self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def restore(self, engine, frozen: dict | None = None) -> dict | None:
+        """Load the latest checkpoint into `engine` (and `frozen`); its trainer state, or None."""
+        path = self.latest()
+        if path is None:
+            return None
+        engine.load_state(path)
+        for name, module in (frozen or {}).items():
+            state = torch.load(path / f"{name}.pt", map_location="cpu", weights_only=False)
+            engine.load_frozen_state(module, state)
+        rng = path / f"rng_rank{rank()}.pt"
+        if rng.exists():
+            set_rng_state(torch.load(rng, weights_only=False))
+        state = json.loads((path / "trainer_state.json").read_text())
+        log.info("resumed from %s (step %d)", path, state["step"])
+        return state

@@ -1,0 +1,210 @@
+"""DeepSpeed ZeRO behind the engine interface of `lmrl.dist` (the only module importing deepspeed).
+
+What each stage shards across the processes of a run:
+- stage 2: optimizer moments and gradients; every process keeps whole parameters, so
+  generation, frozen models and exports work as with plain torch;
+- stage 3: the parameters too.  Forward passes gather each layer's weights just in time.
+  Frozen models (ILQL's target, PPO's reference) are partitioned the same way through an
+  optimizer-less DeepSpeed engine, so a Polyak update is a local operation on each
+  process's slice; exports and evaluation gather the whole weights (`gathered`).
+
+`offload_optimizer` / `offload_param` move optimizer state / parameters to CPU memory
+(ZeRO-Offload).  DeepSpeed's own AdamW (`ds_optimizer=true`, CPU Adam when offloading) is
+what you want on GPUs; it is compiled the first time (about 2 minutes), so CPU tests use
+the torch AdamW (`ds_optimizer=false`), which DeepSpeed accepts with offload when
+`zero_force_ds_cpu_optimizer` is off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from pathlib import Path
+
+import torch
+
+from lmrl.dist import OptimConfig, init_distributed, is_main, param_groups, warmup_cosine, write_step
+
+
+def _deepspeed():
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if not torch.cuda.is_available() else "cuda")
+    try:
+        import deepspeed
+    except ImportError as e:  # an install without the extra still runs hardware=cpu
+        raise ImportError("hardware=zero2/zero3 needs DeepSpeed: pip install 'lmrl[deepspeed]'") from e
+    # torch deprecated the collectives DeepSpeed calls; harmless, and printed at every step otherwise
+    warnings.filterwarnings("ignore", message=r".*(all_gather_into_tensor|reduce_scatter_tensor).*",
+                            category=FutureWarning)
+    # The shared-memory all-reduce op serves inference only and takes a minute to JIT-compile on first use.
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    return deepspeed
+
+
+class DeepSpeedEngine:
+    def __init__(self, stage: int = 2, precision: str = "fp32", offload_optimizer: bool = False,
+                 offload_param: bool = False, ds_optimizer: bool = False, config: dict | None = None,
+                 threads: int | None = None):
+        if stage not in (1, 2, 3):
+            raise ValueError(f"ZeRO stage must be 1, 2 or 3, got {stage}")
+        if precision not in ("fp32", "bf16", "fp16"):
+            raise ValueError(f"precision must be fp32, bf16 or fp16, got {precision!r}")
+        if offload_param and stage != 3:
+            raise ValueError("offload_param needs ZeRO stage 3")
+        self.stage, self.precision = stage, precision
+        self.offload_optimizer, self.offload_param, self.ds_optimizer = offload_optimizer, offload_param, ds_optimizer
+        self.extra = dict(config or {})
+        self.init_kwargs = {"stage": stage, "precision": precision, "offload_optimizer": offload_optimizer,
+                            "offload_param": offload_param, "ds_optimizer": ds_optimizer, "config": config,
+                            "threads": threads}
+        if threads:
+            torch.set_num_threads(threads)
+        self.sharded = stage == 3
+        self.ds = None
+        self.frozen: list = []
+        self.global_step = 0
+        self.device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if torch.cuda.is_available() else "cpu")
+
+    def spawn(self) -> "DeepSpeedEngine":
+        return type(self)(**self.init_kwargs)
+
+    # -- config --
+    def ds_config(self, grad_clip: float | None = None) -> dict:
+        zero: dict = {"stage": self.stage}
+        if self.offload_optimizer:
+            zero["offload_optimizer"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}
+        if self.offload_param:
+            zero["offload_param"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}
+        cfg = {
+            # We call backward/step ourselves with our own batches: DeepSpeed's batch bookkeeping is 1 x 1.
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,
+            "zero_optimization": zero,
+            "steps_per_print": 10**9,
+            "wall_clock_breakdown": False,
+        }
+        if grad_clip is not None:
+            cfg["gradient_clipping"] = grad_clip
+        if self.precision == "bf16":
+            cfg["bf16"] = {"enabled": True}
+        elif self.precision == "fp16":
+            cfg["fp16"] = {"enabled": True, "loss_scale": 0}
+        if (self.offload_optimizer or self.offload_param) and not self.ds_optimizer:
+            cfg["zero_force_ds_cpu_optimizer"] = False
+        return _merge(cfg, self.extra)
+
+    # -- setup --
+    def setup(self, model: torch.nn.Module, optim: OptimConfig | None) -> None:
+        deepspeed = _deepspeed()
+        init_distributed(force=True)
+        if optim is None:
+            self.ds = deepspeed.initialize(model=model, config=self.ds_config())[0]
+            return
+        cfg = self.ds_config(optim.grad_clip)
+        groups = param_groups(model, optim.weight_decay)
+        if self.ds_optimizer:
+            cfg["optimizer"] = {"type": "AdamW", "params": {"lr": optim.lr, "betas": list(optim.betas),
+                                                            "weight_decay": optim.weight_decay}}
+            optimizer = None
+        else:
+            optimizer = torch.optim.AdamW(groups, lr=optim.lr, betas=optim.betas)
+        schedule = lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, optim))  # noqa: E731
+        self.ds, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model, model_parameters=groups, optimizer=optimizer, lr_scheduler=schedule, config=cfg)
+
+    def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Stage 3: partitioned like the trained model (an optimizer-less engine); else a replica."""
+        module = module.eval().requires_grad_(False)
+        if not self.sharded:
+            return module.to(self.device)
+        engine = _deepspeed().initialize(model=module, config=self.ds_config())[0]
+        engine.eval()
+        self.frozen.append(engine)
+        return engine
+
+    # -- training --
+    def forward(self, **batch):
+        batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
+        return self.ds(**batch)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.ds.backward(loss)
+
+    def step(self) -> dict[str, float]:
+        lr = self.ds.get_lr()[0]
+        self.ds.step()
+        self.global_step += 1
+        norm = self.ds.get_global_grad_norm()
+        return {"grad_norm": float(norm) if norm is not None else float("nan"), "lr": lr}
+
+    def train(self) -> None:
+        self.ds.train()
+
+    def eval(self) -> None:
+        self.ds.eval()
+
+    def unwrap(self) -> torch.nn.Module:
+        """The module (stage 3: its parameters are slices outside `gathered()`)."""
+        return self.ds.module
+
+    # -- sharded parameters --
+    def local_tensors(self, module: torch.nn.Module | None = None) -> list[torch.Tensor]:
+        """This process's slice of each parameter (stage 3) or the whole tensors (stage 1/2)."""
+        module = self.ds.module if module is None else getattr(module, "module", module)
+        return [p.ds_tensor if hasattr(p, "ds_tensor") else p.data for p in module.parameters()]
+
+    def _params(self) -> list:
+        modules = [self.ds.module] + [e.module for e in self.frozen]
+        return [p for m in modules for p in m.parameters()]
+
+    @contextlib.contextmanager
+    def gathered(self, modifier_rank: int | None = None):
+        """Whole parameters on every process inside the block (stage 3; a no-op otherwise).
+        With `modifier_rank`, that rank's in-place changes are broadcast on exit."""
+        if not self.sharded:
+            yield
+            return
+        with _deepspeed().zero.GatheredParameters(self._params(), modifier_rank=modifier_rank):
+            yield
+
+    def frozen_state(self, module) -> dict | None:
+        inner = getattr(module, "module", module)
+        with self.gathered():
+            state = {k: v.detach().cpu().clone() for k, v in inner.state_dict().items()} if is_main() else None
+        return state
+
+    def load_frozen_state(self, module, state: dict | None) -> None:
+        inner = getattr(module, "module", module)
+        with self.gathered(modifier_rank=0):
+            if is_main():
+                inner.load_state_dict(state)
+
+    # -- export and checkpoints --
+    def save(self, directory, tokenizer=None) -> Path:
+        directory = Path(directory)
+        with self.gathered():
+            if is_main():
+                self.ds.module.save_pretrained(directory)
+                if tokenizer is not None:
+                    tokenizer.save_pretrained(directory)
+                write_step(directory, self.global_step)
+        torch.distributed.barrier()
+        return directory
+
+    def save_state(self, directory: Path) -> None:
+        """DeepSpeed's sharded checkpoint: every process writes its own optimizer/parameter shards."""
+        self.ds.save_checkpoint(str(directory), tag="deepspeed", client_state={"global_step": self.global_step},
+                                save_latest=False)
+
+    def load_state(self, directory: Path) -> None:
+        _, client = self.ds.load_checkpoint(str(directory), tag="deepspeed", load_optimizer_states=True,
+                                            load_lr_scheduler_states=True)
+        self.global_step = int((client or {}).get("global_step", 0))
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    """`extra` (the hardware config's `config:` block, raw DeepSpeed keys) over our defaults."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out

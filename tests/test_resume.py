@@ -1,0 +1,143 @@
+"""Checkpoint and resume: a run killed with SIGKILL mid-training and resumed ends where an uninterrupted run
+ends, with the same per-step losses (CPU is deterministic: exact up to 1e-6 relative) and the same
+evaluation; and checkpoints' parts on their own (pointer, pruning, RNG, NaN stop)."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+
+from lmrl.algos.bc import check_finite
+from lmrl.checkpoint import Checkpointer
+from lmrl.dist import OptimConfig, TorchEngine, topology
+from lmrl.tracking import read_log
+from tests.e2e import ROOT, cli_command, cli_env, run_cli
+
+STEPS, EVERY = 40, 10
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+def overrides(algo: str) -> list[str]:
+    return ["task=maze_fo", f"algo={algo}", "debug=smoke", f"smoke.steps={STEPS}", "smoke.batch_size=8",
+            "algo.log_every=1", "task.eval.max_starts=2", f"checkpoint.every_steps={EVERY}"]
+
+
+def kill_after_first_checkpoint(algo: str, run, cache, extra: tuple = (), **env) -> None:
+    """Start a run and SIGKILL it as soon as its first checkpoint is complete."""
+    proc = subprocess.Popen(cli_command("lmrl.train", [*overrides(algo), *extra], run), cwd=ROOT,
+                            env=cli_env(cache, **env),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    latest = run / "checkpoints" / "latest"
+    deadline = time.time() + 300
+    while not latest.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert latest.exists(), "the run ended or timed out before its first checkpoint"
+    assert not (run / "metrics.json").exists(), "the run finished before it could be killed"
+
+
+@pytest.mark.parametrize("algo", ["bc", "ilql"])  # ILQL: the Polyak target is part of the checkpoint
+def test_killed_and_resumed_run_matches_an_uninterrupted_one(algo, tmp_path, cache):
+    straight = run_cli("lmrl.train", overrides(algo), tmp_path / "straight", cache)
+    run = tmp_path / "killed"
+    wandb = ("logger=wandb",) if algo == "bc" else ()  # the resumed run continues the same W&B run
+    kill_after_first_checkpoint(algo, run, cache, wandb, WANDB_MODE="offline")
+    resumed_at = json.loads((run / "checkpoints" / (run / "checkpoints/latest").read_text() /
+                             "trainer_state.json").read_text())["step"]
+    assert EVERY <= resumed_at < STEPS
+    resumed = run_cli("lmrl.train", [*overrides(algo), *wandb, f"resume={run}"], tmp_path / "resumer", cache,
+                      metrics_dir=run, WANDB_MODE="offline")
+    assert resumed["resumed_from_step"] == resumed_at and resumed["run_dir"] == str(run)
+    a, b = read_log(tmp_path / "straight" / "log.jsonl"), read_log(run / "log.jsonl")
+    losses = lambda log: [log[s]["train/loss"] for s in range(STEPS)]  # noqa: E731
+    assert losses(b) == pytest.approx(losses(a), rel=1e-6)
+    assert resumed["return_mean"] == pytest.approx(straight["return_mean"])
+    if wandb:
+        runs = sorted(p.name for p in (run / "wandb").glob("offline-run-*"))
+        assert len(runs) == 2 and len({name.rsplit("-", 1)[1] for name in runs}) == 1, runs
+
+
+def test_resume_true_finds_the_unfinished_run_and_refuses_other_configs(tmp_path, cache):
+    parent = tmp_path / "outputs"
+    kill_after_first_checkpoint("bc", parent / "a", cache)
+    with pytest.raises(AssertionError, match="config differs"):
+        run_cli("lmrl.train", [*overrides("bc"), "resume=true", "algo.lr=0.5"], parent / "b", cache)
+    resumed = run_cli("lmrl.train", [*overrides("bc"), "resume=true"], parent / "c", cache, metrics_dir=parent / "a")
+    assert resumed["run_dir"] == str(parent / "a") and resumed["resumed_from_step"] >= EVERY
+    with pytest.raises(AssertionError, match="no unfinished run"):  # a finished run is not resumed again
+        run_cli("lmrl.train", [*overrides("bc"), "resume=true"], parent / "d", cache)
+
+
+def tiny_engine() -> TorchEngine:
+    engine = TorchEngine(device="cpu")
+    engine.setup(torch.nn.Linear(3, 2), OptimConfig(lr=0.1, total_steps=10))
+    return engine
+
+
+def train_step(engine: TorchEngine) -> None:
+    engine.backward(engine.forward(input=torch.arange(12.0).view(4, 3) / 10).pow(2).mean())
+    engine.step()
+
+
+def test_checkpointer_round_trip_pointer_pruning_and_rng(tmp_path):
+    engine, ckpt = tiny_engine(), Checkpointer(tmp_path, every=2, keep=2)
+    assert ckpt.latest() is None and ckpt.restore(engine) is None
+    assert [s for s in range(7) if ckpt.due(s)] == [2, 4, 6]
+    for step in range(1, 7):
+        train_step(engine)
+        if ckpt.due(step):
+            ckpt.save(step, engine, {"note": step})
+    assert sorted(p.name for p in tmp_path.glob("step_*")) == ["step_00000004", "step_00000006"]
+    weights = [p.detach().clone() for p in engine.model.parameters()]
+    expected = (torch.rand(3), random.random())  # the RNG streams right after the checkpoint
+    fresh = tiny_engine()
+    state = Checkpointer(tmp_path, every=2).restore(fresh)
+    assert state == {"note": 6, "step": 6} and fresh.global_step == 6
+    assert all(torch.equal(a, b) for a, b in zip(weights, fresh.model.parameters()))
+    assert torch.equal(torch.rand(3), expected[0]) and random.random() == expected[1]
+    train_step(engine)
+    train_step(fresh)  # same optimizer moments and schedule: the same next step
+    assert all(torch.allclose(a, b) for a, b in zip(engine.model.parameters(), fresh.model.parameters()))
+
+
+def test_a_checkpoint_is_valid_only_once_complete(tmp_path):
+    engine, ckpt = tiny_engine(), Checkpointer(tmp_path, every=1)
+    ckpt.save(1, engine, {})
+    (tmp_path / "step_00000002").mkdir()  # a save killed half-way: no trainer_state.json, pointer not moved
+    assert ckpt.latest().name == "step_00000001"
+    (tmp_path / "latest").write_text("step_00000002")
+    assert ckpt.latest() is None  # a pointer to an incomplete directory is not trusted
+
+
+def test_non_finite_loss_stops_and_names_the_last_good_checkpoint(tmp_path):
+    engine, ckpt = tiny_engine(), Checkpointer(tmp_path / "checkpoints", every=1)
+    check_finite(torch.tensor(1.0), "loss", {}, ckpt)  # finite: nothing happens
+    with pytest.raises(FloatingPointError, match="no checkpoint was written yet"):
+        check_finite(torch.tensor(float("nan")), "bc loss at step 0", {}, ckpt)
+    ckpt.save(3, engine, {})
+    with pytest.raises(FloatingPointError, match=r"step_00000003.*resume="):
+        check_finite(torch.tensor(float("inf")), "bc loss at step 3", {"x": 1}, ckpt)
+
+
+def test_topology_from_torchrun_or_slurm(monkeypatch):
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"):
+        monkeypatch.delenv(key, raising=False)
+    assert topology() == (0, 1, 0)
+    monkeypatch.setenv("SLURM_PROCID", "5")
+    monkeypatch.setenv("SLURM_NTASKS", "8")
+    monkeypatch.setenv("SLURM_LOCALID", "1")
+    assert topology() == (5, 8, 1)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a launcher's variables win over Slurm's
+    monkeypatch.setenv("RANK", "1")
+    assert topology() == (1, 2, 0)
