@@ -63,3 +63,14 @@ def test_two_processes_match_one(runs, algo, hardware):
 def test_ddp_two_processes_match_zero2(runs):
     """Plain-torch DDP over the same two data shards as ZeRO-2: the same computation."""
     assert runs("bc", "ddp", 2) == pytest.approx(runs("bc", "zero2", 2), rel=1e-4)
+
+
+def test_ppo_under_zero3_in_two_processes(tmp_path, cache):
+    """PPO's sharded reference and the whole-weights rollout replica (refreshed from the slices each round)."""
+    run = tmp_path / "run"
+    metrics = run_cli("lmrl.train", ["task=maze_fo", "algo=ppo", "debug=smoke", "hardware=zero3",
+                                     "task.eval.max_starts=1", "smoke.episodes_per_round=4"], run, cache, nproc=2)
+    assert metrics["world_size"] == 2 and metrics["train_rounds"] == 2 and metrics["episodes"] == 1
+    rounds = [rec for step, rec in read_log(run / "log.jsonl").items() if "rollout/return_mean" in rec]
+    assert len(rounds) == 2 and all(r["rollout/train_steps"] > 0 for r in rounds)
+    assert (run / "checkpoint" / "value_head.pt").exists()

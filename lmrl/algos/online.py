@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM
 
-from lmrl.algos.base import ConfigError, OptimFields
+from lmrl.algos.base import OptimFields
 from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, start_checkpoint, top_fraction
 from lmrl.data.jsonl import write_episodes
 from lmrl.data.tokenize import SegmentEncoder, TokenSequence, episode_to_sequences, has_decision
@@ -89,9 +89,6 @@ class OnlineTrainer(BCTrainer):
 
     def __init__(self, cfg: OnlineConfig, task, engine, model, tokenizer, logger, seed: int = 0,
                  run_dir: str | Path | None = None, checkpointer: Checkpointer | None = None):
-        if engine.sharded:
-            raise ConfigError(f"{cfg.name} rolls out with the live policy, which ZeRO-3 keeps in slices; use "
-                              "hardware=zero2 (or cpu/gpu/ddp): gathered generation under ZeRO-3 is not built yet")
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
         self.seed, self.run_dir, self.checkpointer = seed, Path(run_dir) if run_dir is not None else None, checkpointer
         self.encode = SegmentEncoder(tokenizer)
@@ -99,7 +96,9 @@ class OnlineTrainer(BCTrainer):
         bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
         self.setup_models(bc_dir)
         rollout_cfg = OmegaConf.merge(task.cfg.eval, {"temperature": cfg.temperature})
-        self.rollout_policy = lm_policy(self.policy_lm(), tokenizer, task, rollout_cfg, seed)
+        # ZeRO-3 keeps the policy in slices: rollouts use a whole replica, refreshed from it every round
+        self.actor = AutoModelForCausalLM.from_pretrained(bc_dir).eval().to(engine.device) if engine.sharded else None
+        self.rollout_policy = lm_policy(self.actor or self.policy_lm(), tokenizer, task, rollout_cfg, seed)
         self.rounds: list[dict] = []
 
     # -- what subclasses provide ------------------------------------------------------------------
@@ -125,8 +124,17 @@ class OnlineTrainer(BCTrainer):
         seqs = episode_to_sequences(episode, self.encode, self.task.history_window, self.max_length)
         return [s for s in seqs if has_decision(s)]
 
+    def sync_actor(self) -> None:
+        """ZeRO-3: copy the current policy's whole weights (gathered once per round) into the replica."""
+        if self.actor is None:
+            return
+        with self.engine.gathered():
+            state = {k: v.detach().to("cpu", copy=True) for k, v in self.policy_lm().state_dict().items()}
+        self.actor.load_state_dict(state)
+
     def collect(self, round_idx: int) -> list[Episode]:
         """`episodes_per_round` episodes of the current policy from random start states."""
+        self.sync_actor()
         rng = random.Random(f"{self.seed}/{round_idx}")
         seeds = [rng.randrange(2**31) for _ in range(self.cfg.episodes_per_round)]
         # each process plays its share; then every process holds the whole round (same updates everywhere)
