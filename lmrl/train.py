@@ -125,6 +125,8 @@ def build_logger(cfg: DictConfig, run_dir: Path, checkpointer: Checkpointer):
 
 
 def parameter_counts(model) -> dict:
+    if model is None:
+        return {}
     return {"model/parameters": sum(p.numel() for p in model.parameters()),
             "model/trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 

