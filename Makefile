@@ -49,6 +49,7 @@ bench: install  ## benchmarks, JSON under results/bench/
 	$(PY) -m lmrl.bench
 	$(PY) -m lmrl.bench_envs
 	$(PY) -m lmrl.bench_oracles
+	$(PY) -m lmrl.bench_pretrained
 
 clean:  ## remove outputs and caches (keeps the virtualenv)
 	rm -rf outputs multirun .cache .pytest_cache
