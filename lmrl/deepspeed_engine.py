@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from lmrl.dist import OptimConfig, init_distributed, is_main, param_groups, warmup_cosine, write_step
+from lmrl.dist import OptimConfig, TorchEngine, init_distributed, is_main, param_groups, warmup_cosine
 
 
 def _deepspeed():
@@ -180,16 +180,8 @@ class DeepSpeedEngine:
                 inner.load_state_dict(state)
 
     # -- export and checkpoints --
-    def save(self, directory, tokenizer=None) -> Path:
-        directory = Path(directory)
-        with self.gathered():
-            if is_main():
-                self.ds.module.save_pretrained(directory)
-                if tokenizer is not None:
-                    tokenizer.save_pretrained(directory)
-                write_step(directory, self.global_step)
-        torch.distributed.barrier()
-        return directory
+    # the export is the same as plain torch's: whole weights (gathered), written by rank 0
+    save = TorchEngine.save
 
     def save_state(self, directory: Path) -> None:
         """DeepSpeed's sharded checkpoint: every process writes its own optimizer/parameter shards."""
