@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from lmrl.algos.bc import lm_policy
 from lmrl.algos.value_rl import load_value_checkpoint, value_policies
 from lmrl.models.factory import load_pretrained
+from lmrl.records import config_hash, make_record, write_record
 from lmrl.task import Task
 from lmrl.train import evaluate_policies, write_run
 from lmrl.utils import seed_everything, summary_line
@@ -50,6 +51,9 @@ def main(cfg: DictConfig) -> dict:
     metrics = {"task": task.name, "algo": name, "checkpoint": str(cfg.checkpoint), "seed": cfg.seed,
                **metrics, "wall_seconds": time.perf_counter() - start}
     write_run(Path(HydraConfig.get().runtime.output_dir), cfg, metrics)
+    if cfg.records.dir:
+        write_record(cfg.records.dir, make_record(metrics, config_hash(cfg), metrics["wall_seconds"],
+                                                  checkpoint=str(checkpoint)))
     print(summary_line(metrics))
     return metrics
 

@@ -27,6 +27,7 @@ from lmrl.algos.base import ConfigError, build_trainer
 from lmrl.checkpoint import Checkpointer
 from lmrl.dist import barrier, broadcast_object, init_distributed, is_main, main_first, shutdown, world_size
 from lmrl.envs.base import history_to_str
+from lmrl.records import config_hash, find_record, make_record, write_record
 from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.scoring import summarize
 from lmrl.task import Task
@@ -141,8 +142,23 @@ def checkpoint_policies(trainer, engine, checkpoint: Path, task: Task, eval_cfg,
     return load_policies(checkpoint, task, eval_cfg, seed)[1]
 
 
+def reusable_record(cfg: DictConfig, digest: str) -> dict | None:
+    """With `records.reuse=true`, the record of an earlier run of exactly this config (sweeps resume with it)."""
+    if not (cfg.records.dir and cfg.records.reuse):
+        return None
+    found = find_record(cfg.records.dir, digest)
+    if found:
+        print(f"[lmrl] reusing record {found['task']}/{found['algo']}/seed {found['seed']} ({digest}): "
+              f"normalized={found['normalized_score']:.1f}")
+    return found
+
+
 def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     start = time.perf_counter()
+    digest = config_hash(cfg)
+    if (found := reusable_record(cfg, digest)) is not None:
+        shutil.rmtree(hydra_dir, ignore_errors=True)  # the empty run dir Hydra made for this invocation
+        return found
     init_distributed()  # several processes: join the group (gloo on CPU, nccl on GPUs)
     run_dir, resuming = resolve_run_dir(cfg, hydra_dir)
     if is_main():
@@ -181,6 +197,8 @@ def run(cfg: DictConfig, hydra_dir: Path) -> dict:
                "world_size": world, "seed": cfg.seed, **metrics, **train_metrics, **counts,
                "wall_seconds": time.perf_counter() - start, "run_dir": str(run_dir)}
     write_run(run_dir, cfg, metrics)
+    if cfg.records.dir:
+        write_record(cfg.records.dir, make_record(metrics, digest, metrics["wall_seconds"]))
     print(summary_line(metrics))
     return metrics
 

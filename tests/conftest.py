@@ -18,3 +18,17 @@ class CharTokenizer:
 @pytest.fixture
 def char_tokenizer() -> CharTokenizer:
     return CharTokenizer()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _records_outside_the_repo(tmp_path_factory):
+    """In-process runs write their JSON records to a temporary directory, not results/records/."""
+    import os
+
+    previous = os.environ.get("LMRL_RECORDS")
+    os.environ["LMRL_RECORDS"] = str(tmp_path_factory.mktemp("records"))
+    yield
+    if previous is None:
+        os.environ.pop("LMRL_RECORDS", None)
+    else:
+        os.environ["LMRL_RECORDS"] = previous

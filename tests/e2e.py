@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def cli_env(cache_dir: Path, **extra: str) -> dict:
     """The environment of a CLI run in a test: offline, its own cache, no launcher variables inherited."""
-    env = dict(os.environ, LMRL_CACHE=str(cache_dir), HF_HUB_OFFLINE="1", WANDB_MODE="disabled",
+    env = dict(os.environ, LMRL_CACHE=str(cache_dir), LMRL_RECORDS=str(cache_dir / "records"), HF_HUB_OFFLINE="1", WANDB_MODE="disabled",
                TOKENIZERS_PARALLELISM="false", DS_ACCELERATOR="cpu")
     env.update(extra)
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):

@@ -1,0 +1,278 @@
+"""Run an experiment's sweep: every (task, algo, seed) cell of `conf/experiment/<name>.yaml`.
+
+    python -m launchers.sweep experiment=table2_small            # locally, `sweep.workers` cells at a time
+    python -m launchers.sweep experiment=table2                  # Slurm (submitit) when sbatch exists, else locally
+    python -m launchers.sweep experiment=table2_small --dry-run  # the cells, their overrides and what is done
+    python -m launchers.sweep experiment=table2_small --only task=maze_fo algo=bc,ilql   # a subset
+
+Each cell is one `python -m lmrl.train +experiment=<name> task=.. algo=.. seed=.. <overrides>`;
+its JSON record goes to `records.dir`.  A cell whose config already has a record there is
+skipped, so a killed sweep resumes by running the same command.  A cell that fails gets a
+`failed` record with the end of its log (the report prints the reason in the table).
+Logs: `<records.dir>/logs/<task>__<algo>__s<seed>.log`; the plan: `<records.dir>/plan.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from lmrl.records import config_hash, failed_record, find_record, write_record
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+
+
+@dataclass
+class Cell:
+    task: str
+    algo: str
+    seed: int
+    overrides: list[str]
+    digest: str = ""
+    done: bool = False
+    status: str = "todo"
+    seconds: float = 0.0
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}__{self.algo}__s{self.seed}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.task}/{self.algo}/s{self.seed}"
+
+
+@dataclass
+class Sweep:
+    experiment: str
+    spec: dict
+    records: Path
+    cells: list[Cell] = field(default_factory=list)
+
+
+def experiments() -> list[str]:
+    return sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+def compose_cfg(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("train", overrides=overrides)
+
+
+def parse_only(items: list[str]) -> dict[str, set[str]]:
+    """`task=a,b algo=c` -> {"task": {"a", "b"}, "algo": {"c"}}."""
+    only = {}
+    for item in items:
+        key, _, values = item.partition("=")
+        if key not in ("task", "algo", "seed") or not values:
+            raise SystemExit(f"--only takes task=..., algo=..., seed=... (got {item!r})")
+        only[key] = set(values.split(","))
+    return only
+
+
+def plan(experiment: str, extra: list[str], only: dict[str, set[str]]) -> Sweep:
+    """Every cell of the experiment, its full override list, config hash, and whether a record exists."""
+    if experiment not in experiments():
+        raise SystemExit(f"unknown experiment {experiment!r}; valid: {', '.join(experiments())}")
+    base = compose_cfg([f"+experiment={experiment}", *extra])
+    spec = OmegaConf.to_container(base.sweep, resolve=True)
+    records = Path(base.records.dir)
+    sweep = Sweep(experiment, spec, records)
+    algo_seeds = spec.get("algo_seeds") or {}
+    for seed_index in range(max(len(spec["seeds"]), *(len(v) for v in algo_seeds.values()), 1)):
+        for task in spec["tasks"]:
+            for algo in spec["algos"]:
+                seeds = algo_seeds.get(algo, spec["seeds"])
+                if seed_index >= len(seeds):
+                    continue
+                seed = seeds[seed_index]
+                if any(str(v) not in only.get(k, {str(v)}) for k, v in (("task", task), ("algo", algo),
+                                                                           ("seed", seed))):
+                    continue
+                overrides = [f"+experiment={experiment}", f"task={task}", f"algo={algo}", f"seed={seed}",
+                             *(spec.get("algo_overrides") or {}).get(algo, []),
+                             *(spec.get("task_overrides") or {}).get(task, []), *extra]
+                sweep.cells.append(Cell(task, algo, seed, overrides))
+    # Cells of a seed beyond the first wait for every task's first seed: a short sweep still covers the table.
+    sweep.cells.sort(key=lambda c: (c.algo in ("prompt",), order_of(spec["seeds"], c.seed)))
+    for cell in sweep.cells:
+        cfg = compose_cfg(cell.overrides)
+        cell.digest = config_hash(cfg)
+        cell.done = find_record(records, cell.digest) is not None
+        cell.status = "done" if cell.done else "todo"
+    return sweep
+
+
+def order_of(seeds: list, seed) -> int:
+    return seeds.index(seed) if seed in seeds else len(seeds)
+
+
+def write_plan(sweep: Sweep) -> None:
+    sweep.records.mkdir(parents=True, exist_ok=True)
+    doc = {"experiment": sweep.experiment, "spec": sweep.spec,
+           "cells": [{k: v for k, v in asdict(c).items() if k != "done"} for c in sweep.cells]}
+    (sweep.records / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def cell_env(threads: int) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    return env
+
+
+def train_command(cell: Cell, run_dir: Path, wandb_group: str | None) -> list[str]:
+    logger = ["logger=wandb", f"logger.group={wandb_group}"] if wandb_group else []
+    return [sys.executable, "-m", "lmrl.train", *cell.overrides, *logger, f"hydra.run.dir={run_dir}"]
+
+
+def run_local(sweep: Sweep, workers: int, timeout_min: float, wandb_group: str | None) -> None:
+    """The cells to do, `workers` at a time, each a subprocess with its share of the cores."""
+    todo = [c for c in sweep.cells if not c.done]
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    logs = sweep.records / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    runs = Path("outputs") / "sweeps" / sweep.experiment
+
+    def one(cell: Cell) -> Cell:
+        start = time.perf_counter()
+        run_dir = runs / cell.name
+        if run_dir.exists():  # a killed attempt: start the cell over (its BC stage stays cached)
+            shutil.rmtree(run_dir)
+        log_path = logs / f"{cell.name}.log"
+        with open(log_path, "w") as log:
+            try:
+                proc = subprocess.run(train_command(cell, run_dir, wandb_group), cwd=ROOT, env=cell_env(threads),
+                                      stdout=log, stderr=subprocess.STDOUT, timeout=timeout_min * 60)
+                code = proc.returncode
+            except subprocess.TimeoutExpired:
+                code = "timeout"
+        cell.seconds = time.perf_counter() - start
+        if code == 0 and find_record(sweep.records, cell.digest):
+            cell.status = "ok"
+        else:
+            reason = f"timed out after {timeout_min} min" if code == "timeout" else error_summary(log_path)
+            write_record(sweep.records, failed_record(cell.task, cell.algo, cell.seed, cell.digest, reason,
+                                                      cell.seconds, log=str(log_path)))
+            cell.status, cell.note = "failed", reason
+        return cell
+
+    with ThreadPoolExecutor(max_workers=workers) as pool, tqdm(total=len(todo), desc=sweep.experiment,
+                                                               unit="cell") as bar:
+        futures = [pool.submit(one, c) for c in todo]
+        for future in as_completed(futures):
+            cell = future.result()
+            bar.set_postfix_str(f"{cell.label} {cell.status} {cell.seconds:.0f}s")
+            bar.update()
+            if cell.status == "failed":
+                tqdm.write(f"FAILED {cell.label}: {cell.note.splitlines()[-1] if cell.note else ''}")
+
+
+def error_summary(log_path: Path) -> str:
+    """The most telling line of a failed run's log: its last exception line, else its last line."""
+    lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if "Error" in line or "Exception" in line or line.startswith("error"):
+            return line[-400:]
+    return (lines[-1] if lines else "no output")[-400:]
+
+
+def run_submitit(sweep: Sweep, cluster: str, timeout_min: float, wandb_group: str | None) -> None:
+    """One submitit job per cell: Slurm (one task per GPU, rank from SLURM_PROCID) or submitit's local executor."""
+    import submitit
+
+    todo = [c for c in sweep.cells if not c.done]
+    folder = sweep.records / "submitit"
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    slurm = sweep.spec.get("slurm") or {}
+    gpus = int(slurm.get("gpus_per_node") or 0)
+    params = {"timeout_min": int(timeout_min), "name": f"lmrl-{sweep.experiment}"}
+    if cluster == "slurm":
+        params.update({f"slurm_{k}": v for k, v in (("partition", slurm.get("partition")),
+                                                     ("account", slurm.get("account")),
+                                                     ("qos", slurm.get("qos"))) if v})
+        params.update(nodes=1, gpus_per_node=gpus, tasks_per_node=max(1, gpus),
+                      cpus_per_task=int(slurm.get("cpus_per_task") or 8), mem_gb=int(slurm.get("mem_gb") or 64),
+                      slurm_array_parallelism=int(sweep.spec.get("workers") or 32))
+    executor.update_parameters(**params)
+    runs = (ROOT / "outputs" / "sweeps" / sweep.experiment).resolve()
+    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    jobs = []
+    with executor.batch():
+        for cell in todo:
+            cmd = train_command(cell, runs / cell.name, wandb_group)
+            jobs.append((cell, executor.submit(submitit.helpers.CommandFunction(cmd, cwd=str(ROOT), env=env))))
+    for cell, job in tqdm(jobs, desc=f"{sweep.experiment} ({cluster})", unit="cell"):
+        start = time.perf_counter()
+        try:
+            job.result()
+            cell.status = "ok" if find_record(sweep.records, cell.digest) else "failed"
+            cell.note = "" if cell.status == "ok" else "the run ended without writing its record"
+        except Exception as err:  # noqa: BLE001 - any job failure becomes the cell's reason
+            cell.status, cell.note = "failed", str(err).strip().splitlines()[-1][-400:] if str(err).strip() else repr(err)
+        if cell.status == "failed":
+            write_record(sweep.records, failed_record(cell.task, cell.algo, cell.seed, cell.digest, cell.note,
+                                                      time.perf_counter() - start, job_id=job.job_id))
+
+
+def choose_launcher(requested: str) -> str:
+    if requested == "slurm" and shutil.which("sbatch") is None:
+        print("sweep.launcher=slurm but there is no sbatch here: running the cells locally instead")
+        return "local"
+    return requested
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiment", help="experiment=<name> (a file in conf/experiment/)")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every cell")
+    parser.add_argument("--only", nargs="+", default=[], help="a subset: task=a,b algo=c seed=0")
+    parser.add_argument("--workers", type=int, help="cells at a time (default: sweep.workers)")
+    parser.add_argument("--launcher", choices=["local", "slurm", "submitit_local"], help="default: sweep.launcher")
+    parser.add_argument("--wandb", action=argparse.BooleanOptionalAction, default=None,
+                        help="log every run to one W&B group (default: sweep.wandb)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    args = parser.parse_args(argv)
+    experiment = args.experiment.removeprefix("experiment=").removeprefix("+experiment=")
+    sweep = plan(experiment, args.overrides, parse_only(args.only))
+    write_plan(sweep)
+    done = sum(c.done for c in sweep.cells)
+    print(f"{sweep.experiment}: {len(sweep.cells)} cells, {done} with a record in {sweep.records}, "
+          f"{len(sweep.cells) - done} to run")
+    if args.dry_run:
+        for c in sweep.cells:
+            print(f"  [{'x' if c.done else ' '}] {c.label:42s} {c.digest}  {' '.join(c.overrides[4:])}")
+        return 0
+    use_wandb = sweep.spec.get("wandb", False) if args.wandb is None else args.wandb
+    group = f"{sweep.experiment}" if use_wandb else None
+    launcher = choose_launcher(args.launcher or sweep.spec.get("launcher", "local"))
+    timeout = float(sweep.spec.get("timeout_min") or 60)
+    start = time.perf_counter()
+    if launcher == "local":
+        run_local(sweep, args.workers or int(sweep.spec.get("workers") or 1), timeout, group)
+    else:
+        run_submitit(sweep, "slurm" if launcher == "slurm" else "local", timeout, group)
+    write_plan(sweep)
+    failed = [c for c in sweep.cells if c.status == "failed"]
+    print(f"{sweep.experiment}: {len(sweep.cells) - done - len(failed)} cells run, {len(failed)} failed, "
+          f"{done} reused, {time.perf_counter() - start:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""One JSON record per evaluation: what the results table is built from.
+
+A record names the cell it fills (task, algo, model, hardware, seed), the scores (raw return
+mean/std/stderr, normalized score, success rate, episodes), and where it came from (hash of
+the resolved config, git commit, wall time).  Records live in a directory, one file each,
+named `<task>__<algo>__s<seed>__<config hash>.json`; a run whose config hash already has a
+record there is skipped when `records.reuse=true`, so an interrupted sweep resumes where it
+stopped.  Sweeps also write `failed` records (with the error) so the table can say why a
+cell is empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+# Keys that do not change what a run computes: where things are written, logging, resumption.
+HASH_FREE = ("resume", "hydra", "logger", "checkpoint", "records", "cache_dir", "sweep")
+# The record's score fields, copied from a run's metrics.
+SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "episodes",
+              "episode_length")
+
+
+def config_hash(cfg: DictConfig | dict) -> str:
+    """12 hex digits of the resolved config without the keys in HASH_FREE."""
+    data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    data = {k: v for k, v in data.items() if k not in HASH_FREE}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def git_commit() -> str | None:
+    """The source tree's commit (with `+dirty` when it has uncommitted changes), if it is a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        if head.returncode:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def record_name(task: str, algo: str, seed, digest: str) -> str:
+    return f"{task}__{algo}__s{seed}__{digest}.json"
+
+
+def make_record(metrics: dict, digest: str, wall_seconds: float, **extra) -> dict:
+    """A record from a run's metrics (train.run / lmrl.evaluate)."""
+    rec = {"status": "ok", "task": metrics["task"], "algo": metrics["algo"], "model": metrics.get("model"),
+           "hardware": metrics.get("hardware"), "seed": metrics.get("seed"),
+           **{k: metrics.get(k) for k in SCORE_KEYS}, "policy": metrics.get("policy"),
+           "config_hash": digest, "git_commit": git_commit(), "wall_seconds": round(wall_seconds, 2),
+           "host": socket.gethostname(), "cpus": os.cpu_count(),
+           "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "run_dir": metrics.get("run_dir")}
+    rec.update(extra)
+    return rec
+
+
+def failed_record(task: str, algo: str, seed, digest: str, error: str, wall_seconds: float, **extra) -> dict:
+    """A record saying a cell was attempted and why it has no score."""
+    return {"status": "failed", "task": task, "algo": algo, "seed": seed, "error": error.strip()[-500:],
+            "config_hash": digest, "git_commit": git_commit(), "wall_seconds": round(wall_seconds, 2),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), **extra}
+
+
+def write_record(directory: str | Path, rec: dict) -> Path:
+    """Atomically write `rec` (replacing an earlier record of the same cell and config)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / record_name(rec["task"], rec["algo"], rec["seed"], rec["config_hash"])
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(rec, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def find_record(directory: str | Path, digest: str, ok_only: bool = True) -> dict | None:
+    """The record of the run with this config hash in `directory`, if any (only successful ones by default)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    for path in directory.glob(f"*__{digest}.json"):
+        rec = read_record(path)
+        if rec.get("status") == "ok" or not ok_only:
+            return rec
+    return None
+
+
+def read_record(path: Path) -> dict:
+    try:
+        rec = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not a JSON record ({err.msg} at line {err.lineno})") from err
+    for key in ("status", "task", "algo", "seed"):
+        if key not in rec:
+            raise ValueError(f"{path}: record has no {key!r}")
+    return rec
+
+
+def load_records(directory: str | Path) -> list[dict]:
+    """Every record in `directory` (sorted by file name), each with its `path`."""
+    paths = sorted(Path(directory).glob("*.json"))
+    return [{**read_record(p), "path": str(p)} for p in paths if p.name != "plan.json"]
