@@ -23,6 +23,7 @@ from lmrl.data.jsonl import write_episodes
 from lmrl.data.stats import dataset_stats, format_stats_table
 from lmrl.envs.base import Episode, TextEnv
 from lmrl.scoring import normalize
+from lmrl.utils import file_lock
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,10 @@ class Task:
             return Path(self.cfg.data.path)
         path = self.cache_dir / "datasets" / self.name / f"{recipe_key(self.cfg.data.recipe)}.jsonl"
         if not path.exists():
-            self._generate(path)
+            # concurrent runs (a sweep's cells) generate it once; the others wait and reuse it
+            with file_lock(self.cache_dir / "locks" / f"data_{self.name}_{path.stem}.lock"):
+                if not path.exists():
+                    self._generate(path)
         return path
 
     def episodes(self) -> Iterator[Episode]:
