@@ -14,7 +14,7 @@ export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: help install system-deps train test test-slow bench clean
+.PHONY: help install system-deps train test test-slow bench reproduce reproduce-small table table-small clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,20 @@ bench: install  ## benchmarks, JSON under results/bench/
 	$(PY) -m lmrl.bench_envs
 	$(PY) -m lmrl.bench_oracles
 	$(PY) -m lmrl.bench_pretrained
+
+reproduce: install  ## the paper-scale Table 2 sweep (GPT-2, GPUs; Slurm when sbatch exists, else local), then the report
+	$(PY) -m launchers.sweep experiment=table2 $(ARGS)
+	$(MAKE) table
+
+reproduce-small: install  ## the CPU-scale Table 2 (tiny GPT-2, 3 seeds, 2 cores, ~1 h), then results/table2_small.{csv,md,tex,png}
+	$(PY) -m launchers.sweep experiment=table2_small $(ARGS)
+	$(MAKE) table-small
+
+table:  ## rebuild results/table2.* from results/records/table2 (no training)
+	$(PY) -m lmrl.report results/records/table2 --name table2
+
+table-small:  ## rebuild results/table2_small.* from results/records/table2_small (no training)
+	$(PY) -m lmrl.report results/records/table2_small --name table2_small
 
 clean:  ## remove outputs and caches (keeps the virtualenv)
 	rm -rf outputs multirun .cache .pytest_cache
