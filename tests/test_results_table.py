@@ -1,0 +1,159 @@
+"""Records, the report and the sweep launcher: the results table's numbers checked by hand on
+synthetic records; a real 2-cell sweep (local pool, then submitit's local executor — Slurm's
+stand-in: a Slurm cluster cannot run here) that resumes from its records and logs to one W&B group."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+
+from lmrl.records import config_hash, failed_record, find_record, load_records, make_record, write_record
+from lmrl.report import build, read_paper
+from lmrl.scoring import normalize
+from tests.e2e import ROOT, cli_env
+
+MAZE = {"min": -101.0, "avg": -83.0, "max": -6.84}
+
+
+def record(task, algo, seed, ret, digest, norm=MAZE, **extra):
+    metrics = {"task": task, "algo": algo, "model": "tiny", "hardware": "cpu", "seed": seed, "return_mean": ret,
+               "return_std": 1.0, "return_stderr": 0.1, "normalized_score": normalize(ret, **norm),
+               "success_rate": 0.5, "episodes": 10, "episode_length": 3.0}
+    return make_record(metrics, digest, wall_seconds=60.0, **extra)
+
+
+def test_paper_tables_are_the_reference_numbers():
+    paper = read_paper()
+    assert paper.at["maze_fo", "ilql"] == 99.9 and paper.at["car_dealer", "bc"] == 44.5
+    assert paper.at["wordle", "prompt"] == 15.4 and paper.at["endgames", "ppo"] == 77.5
+    assert len(paper) == 10 and paper.notna().all().all()
+
+
+def test_config_hash_ignores_where_things_go_but_not_what_runs():
+    cfg = OmegaConf.create({"seed": 0, "algo": {"lr": 1e-3}, "records": {"dir": "a"}, "logger": {"name": "none"},
+                            "cache_dir": "x", "sweep": {"workers": 2}})
+    same = OmegaConf.merge(cfg, {"records": {"dir": "b"}, "logger": {"name": "wandb"}, "cache_dir": "y",
+                                 "sweep": {"workers": 8}})
+    assert config_hash(cfg) == config_hash(same)
+    assert config_hash(cfg) != config_hash(OmegaConf.merge(cfg, {"seed": 1}))
+    assert config_hash(cfg) != config_hash(OmegaConf.merge(cfg, {"algo": {"lr": 3e-4}}))
+
+
+def test_find_record_skips_failed_ones(tmp_path):
+    write_record(tmp_path, failed_record("maze_fo", "bc", 0, "abc", "boom", 1.0))
+    assert find_record(tmp_path, "abc") is None and find_record(tmp_path, "abc", ok_only=False)["error"] == "boom"
+    write_record(tmp_path, record("maze_fo", "bc", 0, -83.0, "abc"))  # the same cell's success replaces it
+    assert find_record(tmp_path, "abc")["normalized_score"] == 50.0
+    (tmp_path / "broken__x__s0__zzz.json").write_text("{not json")
+    with pytest.raises(ValueError, match="broken__x__s0__zzz.json"):
+        load_records(tmp_path)
+
+
+def test_report_numbers_by_hand(tmp_path):
+    """Maze constants min -101 / avg -83 / max -6.84: returns -83, -44.92, -92 normalize to 50, 75, 25 by hand
+    (-44.92 = -83 + 38.08 = halfway from avg to max; -92 = halfway from min to avg)."""
+    records = tmp_path / "records"
+    cells = [("maze_fo", "bc", 0, -83.0), ("maze_fo", "bc", 1, -44.92), ("maze_fo", "bc", 2, -92.0),
+             ("maze_fo", "ilql", 0, -6.84)]
+    plan = []
+    for i, (task, algo, seed, ret) in enumerate(cells):
+        write_record(records, record(task, algo, seed, ret, f"h{i}"))
+        plan.append({"task": task, "algo": algo, "seed": seed, "digest": f"h{i}"})
+    # an older budget's record of a planned cell: not in the plan, so ignored
+    write_record(records, record("maze_fo", "ilql", 0, -101.0, "old"))
+    # a failed cell, and a planned cell that has not run
+    write_record(records, failed_record("maze_po", "bc", 0, "h9", "Traceback...\nConfigError: bc: lr must be > 0", 3.0))
+    plan += [{"task": "maze_po", "algo": "bc", "seed": 0, "digest": "h9"},
+             {"task": "maze_po", "algo": "ilql", "seed": 0, "digest": "h10"}]
+    spec = {"tasks": ["maze_fo", "maze_po"], "algos": ["bc", "ilql"], "seeds": [0, 1, 2]}
+    (records / "plan.json").write_text(json.dumps({"experiment": "synthetic", "spec": spec, "cells": plan}))
+
+    paths = build(records, "synthetic", tmp_path / "out")
+    cells = {(r["task"], r["algo"]): r for r in
+             __import__("pandas").read_csv(paths["csv"]).to_dict("records")}
+    bc = cells[("maze_fo", "bc")]
+    assert bc["seeds"] == 3 and bc["normalized_mean"] == pytest.approx(50.0, abs=1e-3)
+    # sample std of (50, 75, 25) is 25; stderr = 25 / sqrt(3)
+    assert bc["normalized_stderr"] == pytest.approx(25 / math.sqrt(3), abs=1e-3)
+    assert bc["return_mean"] == pytest.approx((-83.0 - 44.92 - 92.0) / 3, abs=1e-3)
+    assert bc["paper"] == 58.2
+    ilql = cells[("maze_fo", "ilql")]
+    assert ilql["seeds"] == 1 and ilql["normalized_mean"] == pytest.approx(100.0) and math.isnan(ilql["normalized_stderr"])
+    assert cells[("maze_po", "bc")]["status"] == "failed"
+    assert "lr must be > 0" in cells[("maze_po", "bc")]["note"]
+    assert cells[("maze_po", "ilql")]["status"] == "not run"
+
+    md = paths["md"].read_text()
+    assert "| FO Maze | 50.0 ± 14.4 (58.2) | 100.0 (99.9) |" in md
+    assert "failed: ConfigError: bc: lr must be > 0" in md and "not run yet" in md
+    assert "4 runs" in md  # provenance counts the selected successful records only
+    tex = paths["tex"].read_text()
+    assert r"50.0 $\pm$ 14.4 (58.2)" in tex and r"\begin{tabular}" in tex
+    png = paths["png"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def run_sweep(args, cache, timeout=900):
+    cmd = [sys.executable, "-m", "launchers.sweep", "experiment=table2_small", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, env=cli_env(cache, WANDB_MODE="offline"), capture_output=True, text=True,
+                          timeout=timeout)
+    return proc
+
+
+def test_sweep_runs_resumes_and_reports(tmp_path):
+    cache, records = tmp_path / "cache", tmp_path / "records"
+    tiny = [f"records.dir={records}", "smoke.steps=4", "smoke.batch_size=8", "task.eval.max_starts=2",
+            "task.eval.episodes_per_start=1", "task.data.recipe.episodes=60"]
+    only = ["--only", "task=maze_fo", "algo=bc,filtered_bc", "seed=0"]
+    proc = run_sweep([*tiny, *only, "--workers", "2", "--wandb"], cache)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "2 to run" in proc.stdout and "2 cells run, 0 failed" in proc.stdout
+    recs = {r["algo"]: r for r in load_records(records)}
+    assert set(recs) == {"bc", "filtered_bc"} and all(r["status"] == "ok" and r["episodes"] == 2 for r in recs.values())
+    assert recs["bc"]["git_commit"] and recs["bc"]["config_hash"] in {c["digest"] for c in
+                                                                       json.loads((records / "plan.json").read_text())["cells"]}
+    # every run of the sweep logged to the one W&B group named after the sweep
+    [run_file] = __import__("pathlib").Path(recs["bc"]["run_dir"]).glob("wandb/offline-run-*/run-*.wandb")
+    assert b"table2_small" in run_file.read_bytes()
+
+    # resume: with both records there, nothing runs; without one, only that cell runs (through submitit's local
+    # executor, the Slurm code path)
+    again = run_sweep([*tiny, *only, "--dry-run"], cache)
+    assert "2 with a record" in again.stdout and "0 to run" in again.stdout
+    for path in records.glob("maze_fo__filtered_bc__*.json"):
+        path.unlink()
+    proc = run_sweep([*tiny, *only, "--launcher", "submitit_local"], cache)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "1 to run" in proc.stdout and "1 cells run, 0 failed, 1 reused" in proc.stdout
+    assert len(list((records / "submitit").glob("*_log.out"))) == 1
+
+    # a cell whose run fails gets a failed record naming the error; the sweep exits non-zero
+    proc = run_sweep([*tiny, "algo.lr=-1", "--only", "task=maze_fo", "algo=bc", "seed=0"], cache)
+    assert proc.returncode == 1 and "FAILED maze_fo/bc/s0" in proc.stderr + proc.stdout
+    [failed] = [r for r in load_records(records) if r["status"] == "failed"]
+    assert "lr" in failed["error"]
+
+    # the report over these records (its plan is the last sweep's: one failed cell)
+    report = subprocess.run([sys.executable, "-m", "lmrl.report", str(records), "--out", str(tmp_path)], cwd=ROOT,
+                            env=cli_env(cache), capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "failed:" in (tmp_path / "records.md").read_text()
+
+
+def test_train_reuses_a_record_of_the_same_config(tmp_path):
+    cache, records = tmp_path / "cache", tmp_path / "records"
+    args = ["task=maze_fo", "algo=bc", "debug=smoke", "smoke.steps=2", "task.eval.max_starts=1",
+            f"records.dir={records}", "records.reuse=true"]
+    outs = []
+    for i in range(2):
+        proc = subprocess.run([sys.executable, "-m", "lmrl.train", *args, f"hydra.run.dir={tmp_path / str(i)}"],
+                              cwd=ROOT, env=cli_env(cache), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outs.append(proc.stdout)
+    assert "[lmrl] task=maze_fo" in outs[0] and "reusing record maze_fo/bc/seed 0" in outs[1]
+    assert len(load_records(records)) == 1 and not (tmp_path / "1" / "metrics.json").exists()
