@@ -141,13 +141,12 @@ def train_command(cell: Cell, run_dir: Path, wandb_group: str | None) -> list[st
     return [sys.executable, "-m", "lmrl.train", *cell.overrides, *logger, f"hydra.run.dir={run_dir}"]
 
 
-def run_local(sweep: Sweep, workers: int, timeout_min: float, wandb_group: str | None) -> None:
+def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_group: str | None) -> None:
     """The cells to do, `workers` at a time, each a subprocess with its share of the cores."""
     todo = [c for c in sweep.cells if not c.done]
     threads = max(1, (os.cpu_count() or 1) // workers)
     logs = sweep.records / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    runs = Path("outputs") / "sweeps" / sweep.experiment
 
     def one(cell: Cell) -> Cell:
         start = time.perf_counter()
@@ -192,7 +191,7 @@ def error_summary(log_path: Path) -> str:
     return (lines[-1] if lines else "no output")[-400:]
 
 
-def run_submitit(sweep: Sweep, cluster: str, timeout_min: float, wandb_group: str | None) -> None:
+def run_submitit(sweep: Sweep, runs: Path, cluster: str, timeout_min: float, wandb_group: str | None) -> None:
     """One submitit job per cell: Slurm (one task per GPU, rank from SLURM_PROCID) or submitit's local executor."""
     import submitit
 
@@ -210,7 +209,6 @@ def run_submitit(sweep: Sweep, cluster: str, timeout_min: float, wandb_group: st
                       cpus_per_task=int(slurm.get("cpus_per_task") or 8), mem_gb=int(slurm.get("mem_gb") or 64),
                       slurm_array_parallelism=int(sweep.spec.get("workers") or 32))
     executor.update_parameters(**params)
-    runs = (ROOT / "outputs" / "sweeps" / sweep.experiment).resolve()
     env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     jobs = []
     with executor.batch():
@@ -246,10 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launcher", choices=["local", "slurm", "submitit_local"], help="default: sweep.launcher")
     parser.add_argument("--wandb", action=argparse.BooleanOptionalAction, default=None,
                         help="log every run to one W&B group (default: sweep.wandb)")
+    parser.add_argument("--runs-dir", type=Path, help="run directories (default: outputs/sweeps/<experiment>)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     args = parser.parse_args(argv)
     experiment = args.experiment.removeprefix("experiment=").removeprefix("+experiment=")
     sweep = plan(experiment, args.overrides, parse_only(args.only))
+    use_wandb = bool(sweep.spec.get("wandb", False) if args.wandb is None else args.wandb)
+    sweep.spec["wandb"] = use_wandb  # the report logs its table to the same W&B group when the runs did
     write_plan(sweep)
     done = sum(c.done for c in sweep.cells)
     print(f"{sweep.experiment}: {len(sweep.cells)} cells, {done} with a record in {sweep.records}, "
@@ -258,15 +259,15 @@ def main(argv: list[str] | None = None) -> int:
         for c in sweep.cells:
             print(f"  [{'x' if c.done else ' '}] {c.label:42s} {c.digest}  {' '.join(c.overrides[4:])}")
         return 0
-    use_wandb = sweep.spec.get("wandb", False) if args.wandb is None else args.wandb
     group = f"{sweep.experiment}" if use_wandb else None
     launcher = choose_launcher(args.launcher or sweep.spec.get("launcher", "local"))
     timeout = float(sweep.spec.get("timeout_min") or 60)
+    runs = (args.runs_dir or ROOT / "outputs" / "sweeps" / sweep.experiment).resolve()
     start = time.perf_counter()
     if launcher == "local":
-        run_local(sweep, args.workers or int(sweep.spec.get("workers") or 1), timeout, group)
+        run_local(sweep, runs, args.workers or int(sweep.spec.get("workers") or 1), timeout, group)
     else:
-        run_submitit(sweep, "slurm" if launcher == "slurm" else "local", timeout, group)
+        run_submitit(sweep, runs, "slurm" if launcher == "slurm" else "local", timeout, group)
     write_plan(sweep)
     failed = [c for c in sweep.cells if c.status == "failed"]
     print(f"{sweep.experiment}: {len(sweep.cells) - done - len(failed)} cells run, {len(failed)} failed, "

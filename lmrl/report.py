@@ -243,14 +243,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="output name (default: the directory's name)")
     parser.add_argument("--out", type=Path, default=ROOT / "results", help="output directory (default: results/)")
     parser.add_argument("--paper", type=Path, default=PAPER_TABLE2, help="the paper's Table 2 as CSV")
-    parser.add_argument("--wandb", action="store_true", help="log the table and files as a W&B artifact")
+    parser.add_argument("--wandb", action=argparse.BooleanOptionalAction, default=None,
+                        help="log the table and files as a W&B artifact (default: when the sweep's runs logged to W&B)")
+    parser.add_argument("--group", help="W&B group (default: the name, which is the sweep's group)")
     args = parser.parse_args(argv)
     name = args.name or args.records.name
     paths = build(args.records, name, args.out, args.paper)
     print(paths["md"].read_text())
     print("wrote " + ", ".join(str(p) for p in paths.values()))
-    if args.wandb:
-        log_to_wandb(paths, name)
+    plan = read_plan(args.records) or {}
+    if args.wandb or (args.wandb is None and plan.get("spec", {}).get("wandb")):
+        log_to_wandb(paths, name, group=args.group or plan.get("experiment"))
     return 0
 
 

@@ -99,7 +99,7 @@ def test_report_numbers_by_hand(tmp_path):
 
 
 def run_sweep(args, cache, timeout=900):
-    cmd = [sys.executable, "-m", "launchers.sweep", "experiment=table2_small", *args]
+    cmd = [sys.executable, "-m", "launchers.sweep", "experiment=table2_small", *args, "--runs-dir", str(cache / "runs")]
     proc = subprocess.run(cmd, cwd=ROOT, env=cli_env(cache, WANDB_MODE="offline"), capture_output=True, text=True,
                           timeout=timeout)
     return proc
@@ -157,3 +157,43 @@ def test_train_reuses_a_record_of_the_same_config(tmp_path):
         outs.append(proc.stdout)
     assert "[lmrl] task=maze_fo" in outs[0] and "reusing record maze_fo/bc/seed 0" in outs[1]
     assert len(load_records(records)) == 1 and not (tmp_path / "1" / "metrics.json").exists()
+
+
+def test_report_logs_the_table_as_a_wandb_artifact(tmp_path, monkeypatch):
+    from lmrl.report import log_to_wandb
+
+    records = tmp_path / "records"
+    for seed, ret in enumerate((-83.0, -60.0)):
+        write_record(records, record("maze_fo", "bc", seed, ret, f"d{seed}"))
+    paths = build(records, "wb", tmp_path / "out")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    log_to_wandb(paths, "wb", group="wb-sweep")
+    [run_file] = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
+    blob = run_file.read_bytes()
+    assert b"wb-table" in blob and b"wb-sweep" in blob  # the artifact and the sweep's group
+    [table] = run_file.parent.glob("files/media/table/table_*.table.json")
+    assert json.loads(table.read_text())["data"][0][:2] == ["maze_fo", "bc"]
+
+
+@pytest.mark.parametrize("experiment, model", [("table2_small", "tiny"), ("table2", "gpt2")])
+def test_experiments_plan_every_cell(experiment, model):
+    """Each experiment composes for every algorithm of a task: 6 algorithms x 3 seeds + the prompted one once."""
+    from launchers.sweep import compose_cfg, plan
+
+    sweep = plan(experiment, [], {"task": {"maze_fo"}})
+    assert len(sweep.cells) == 6 * 3 + 1 and len({c.digest for c in sweep.cells}) == len(sweep.cells)
+    assert [c.algo for c in sweep.cells][:6] == ["mc", "bc", "filtered_bc", "ilql", "ppo", "online_filtered_bc"]
+    assert sweep.cells[-1].algo == "prompt"
+    cfg = compose_cfg(sweep.cells[1].overrides)
+    assert cfg.model.name == model and cfg.records.reuse and cfg.records.dir == f"results/records/{experiment}"
+    prompt = compose_cfg(sweep.cells[-1].overrides)
+    assert prompt.model.name == ("smollm2" if experiment == "table2_small" else "none")
+
+
+def test_unknown_experiment_lists_the_valid_ones():
+    from launchers.sweep import plan
+
+    with pytest.raises(SystemExit, match="valid: table2, table2_small"):
+        plan("table3", [], {})
