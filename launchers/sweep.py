@@ -7,7 +7,8 @@
 
 Each cell is one `python -m lmrl.train +experiment=<name> task=.. algo=.. seed=.. <overrides>`;
 its JSON record goes to `records.dir`.  A cell whose config already has a record there is
-skipped, so a killed sweep resumes by running the same command.  A cell that fails gets a
+skipped, so a killed sweep resumes by running the same command (a cell killed after its first
+checkpoint continues from it: `resume=<its run dir>`).  A cell that fails gets a
 `failed` record with the end of its log (the report prints the reason in the table).
 Logs: `<records.dir>/logs/<task>__<algo>__s<seed>.log`; the plan: `<records.dir>/plan.json`.
 """
@@ -30,6 +31,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from lmrl.records import config_hash, failed_record, find_record, write_record
+from lmrl.train import resumable
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
@@ -137,8 +139,10 @@ def cell_env(threads: int) -> dict:
 
 
 def train_command(cell: Cell, run_dir: Path, wandb_group: str | None) -> list[str]:
+    """The cell's training command; a killed attempt that checkpointed continues from its checkpoint."""
     logger = ["logger=wandb", f"logger.group={wandb_group}"] if wandb_group else []
-    return [sys.executable, "-m", "lmrl.train", *cell.overrides, *logger, f"hydra.run.dir={run_dir}"]
+    resume = [f"resume={run_dir}"] if resumable(run_dir) else []
+    return [sys.executable, "-m", "lmrl.train", *cell.overrides, *logger, *resume, f"hydra.run.dir={run_dir}"]
 
 
 def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_group: str | None) -> None:
@@ -151,7 +155,7 @@ def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_
     def one(cell: Cell) -> Cell:
         start = time.perf_counter()
         run_dir = runs / cell.name
-        if run_dir.exists():  # a killed attempt: start the cell over (its BC stage stays cached)
+        if run_dir.exists() and not resumable(run_dir):  # a killed attempt with nothing to resume: start over
             shutil.rmtree(run_dir)
         log_path = logs / f"{cell.name}.log"
         with open(log_path, "w") as log:

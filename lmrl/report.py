@@ -114,7 +114,7 @@ def wide(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     for algo in table.columns:
         sub = ok[ok["algo"] == algo]
         paper_mean = sub["paper"].mean()
-        mean_row[algo] = (f"{sub['normalized_mean'].mean():.1f} ({paper_mean:.1f}) over {len(sub)}" if len(sub)
+        mean_row[algo] = (f"{sub['normalized_mean'].mean():.1f} ({paper_mean:.1f}), {len(sub)} tasks" if len(sub)
                           else "—")
     table.loc["mean (tasks with a score)"] = mean_row
     table.index = [paper.at[t, "paper_task"] if t in paper.index else t for t in table.index]

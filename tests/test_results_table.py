@@ -197,3 +197,15 @@ def test_unknown_experiment_lists_the_valid_ones():
 
     with pytest.raises(SystemExit, match="valid: table2, table2_small"):
         plan("table3", [], {})
+
+
+def test_a_killed_cell_resumes_from_its_checkpoint(tmp_path):
+    from launchers.sweep import Cell, train_command
+
+    cell = Cell("maze_fo", "bc", 0, ["+experiment=table2_small", "task=maze_fo", "algo=bc", "seed=0"])
+    run_dir = tmp_path / cell.name
+    assert not any(a.startswith("resume=") for a in train_command(cell, run_dir, None))
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "latest").write_text("step_00000100")
+    assert f"resume={run_dir}" in train_command(cell, run_dir, "g")
+    assert "logger.group=g" in train_command(cell, run_dir, "g")
