@@ -54,6 +54,11 @@ class Cell:
         return f"{self.task}__{self.algo}__s{self.seed}"
 
     @property
+    def run_name(self) -> str:
+        """The run directory's name: a changed budget is a new run, never a resumption of the old one."""
+        return f"{self.name}__{self.digest}"
+
+    @property
     def label(self) -> str:
         return f"{self.task}/{self.algo}/s{self.seed}"
 
@@ -154,7 +159,7 @@ def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_
 
     def one(cell: Cell) -> Cell:
         start = time.perf_counter()
-        run_dir = runs / cell.name
+        run_dir = runs / cell.run_name
         if run_dir.exists() and not resumable(run_dir):  # a killed attempt with nothing to resume: start over
             shutil.rmtree(run_dir)
         log_path = logs / f"{cell.name}.log"
@@ -217,7 +222,7 @@ def run_submitit(sweep: Sweep, runs: Path, cluster: str, timeout_min: float, wan
     jobs = []
     with executor.batch():
         for cell in todo:
-            cmd = train_command(cell, runs / cell.name, wandb_group)
+            cmd = train_command(cell, runs / cell.run_name, wandb_group)
             jobs.append((cell, executor.submit(submitit.helpers.CommandFunction(cmd, cwd=str(ROOT), env=env))))
     for cell, job in tqdm(jobs, desc=f"{sweep.experiment} ({cluster})", unit="cell"):
         start = time.perf_counter()

@@ -203,7 +203,9 @@ def test_a_killed_cell_resumes_from_its_checkpoint(tmp_path):
     from launchers.sweep import Cell, train_command
 
     cell = Cell("maze_fo", "bc", 0, ["+experiment=table2_small", "task=maze_fo", "algo=bc", "seed=0"])
-    run_dir = tmp_path / cell.name
+    cell.digest = "abc"
+    run_dir = tmp_path / cell.run_name
+    assert run_dir.name == "maze_fo__bc__s0__abc"
     assert not any(a.startswith("resume=") for a in train_command(cell, run_dir, None))
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "checkpoints" / "latest").write_text("step_00000100")
