@@ -235,6 +235,8 @@ def log_to_wandb(paths: dict[str, Path], name: str, project: str = "lmrl", group
         artifact.add_file(str(path))
     run.log_artifact(artifact)
     run.finish()
+    wandb.teardown()  # stop this process's W&B service: child processes started later must not share it
+    os.environ.pop("WANDB_SERVICE", None)
 
 
 def main(argv: list[str] | None = None) -> int:

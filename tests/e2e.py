@@ -16,7 +16,9 @@ def cli_env(cache_dir: Path, **extra: str) -> dict:
     env = dict(os.environ, LMRL_CACHE=str(cache_dir), LMRL_RECORDS=str(cache_dir / "records"), HF_HUB_OFFLINE="1", WANDB_MODE="disabled",
                TOKENIZERS_PARALLELISM="false", DS_ACCELERATOR="cpu")
     env.update(extra)
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+    # WANDB_SERVICE: a W&B service started in the test process would be shared by the child runs, and it keeps
+    # a SIGKILLed child's run id "in use", so that run could not be resumed
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE"):
         env.pop(key, None)
     return env
 
