@@ -160,6 +160,9 @@ def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_
 
     def one(cell: Cell) -> Cell:
         start = time.perf_counter()
+        if find_record(sweep.records, cell.digest):  # done meanwhile (by another launcher on these records)
+            cell.status, cell.done = "reused", True
+            return cell
         run_dir = runs / cell.run_name
         if run_dir.exists() and not resumable(run_dir):  # a killed attempt with nothing to resume: start over
             shutil.rmtree(run_dir)
@@ -280,8 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         run_submitit(sweep, runs, "slurm" if launcher == "slurm" else "local", timeout, group)
     write_plan(sweep)
     failed = [c for c in sweep.cells if c.status == "failed"]
-    print(f"{sweep.experiment}: {len(sweep.cells) - done - len(failed)} cells run, {len(failed)} failed, "
-          f"{done} reused, {time.perf_counter() - start:.0f} s")
+    ran = sum(c.status == "ok" for c in sweep.cells)
+    print(f"{sweep.experiment}: {ran} cells run, {len(failed)} failed, {len(sweep.cells) - ran - len(failed)} reused, "
+          f"{time.perf_counter() - start:.0f} s")
     return 1 if failed else 0
 
 

@@ -66,6 +66,7 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame) -> pd.Da
     algos = plan["spec"]["algos"] if plan else sorted(set(df["algo"]), key=order(ALGOS))
     algos = sorted(algos, key=order(ALGOS))
     planned = {(c["task"], c["algo"]) for c in plan["cells"]} if plan else None
+    planned_seeds = pd.Series([(c["task"], c["algo"]) for c in plan["cells"]]).value_counts() if plan else None
     rows = []
     for task in tasks:
         for algo in algos:
@@ -73,6 +74,7 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame) -> pd.Da
             ok = cell[cell["status"] == "ok"]
             failed = cell[cell["status"] == "failed"]
             row = {"task": task, "algo": algo, "seeds": len(ok),
+                   "planned_seeds": int(planned_seeds.get((task, algo), 0)) if plan else len(ok),
                    "paper": paper.at[task, algo] if task in paper.index and algo in paper.columns else float("nan")}
             if len(ok):
                 scores = ok["normalized_score"].astype(float)
@@ -102,6 +104,8 @@ def fmt_cell(row) -> str:
     text = f"{row['normalized_mean']:.1f}" + ("" if math.isnan(se) else f" ± {se:.1f}")
     if not math.isnan(row["paper"]):
         text += f" ({row['paper']:g})"
+    if row["seeds"] < row["planned_seeds"]:
+        text += f" [{row['seeds']}/{row['planned_seeds']} seeds]"
     return text
 
 
@@ -109,14 +113,15 @@ def wide(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """Rows = task variants (the paper's names), columns = algorithms; `ours ± se (paper)` cells."""
     table = cells.assign(text=cells.apply(fmt_cell, axis=1)).pivot(index="task", columns="algo", values="text")
     table = table.reindex(index=list(dict.fromkeys(cells["task"])), columns=list(dict.fromkeys(cells["algo"])))
+    # The median, not the mean: scores are not clipped, and one task far below its minimum (illegal chess moves
+    # cost more than the normalization's minimum) would swamp a mean.
     ok = cells[cells["status"] == "ok"]
-    mean_row = {}
+    summary = {}
     for algo in table.columns:
         sub = ok[ok["algo"] == algo]
-        paper_mean = sub["paper"].mean()
-        mean_row[algo] = (f"{sub['normalized_mean'].mean():.1f} ({paper_mean:.1f}), {len(sub)} tasks" if len(sub)
-                          else "—")
-    table.loc["mean (tasks with a score)"] = mean_row
+        summary[algo] = (f"{sub['normalized_mean'].median():.1f} ({sub['paper'].median():.1f}), {len(sub)} tasks"
+                         if len(sub) else "—")
+    table.loc["median over tasks with a score"] = summary
     table.index = [paper.at[t, "paper_task"] if t in paper.index else t for t in table.index]
     table.columns = [ALGO_TITLES.get(a, a) for a in table.columns]
     table.index.name = "task"
