@@ -55,7 +55,7 @@ reproduce: install  ## the paper-scale Table 2 sweep (GPT-2, GPUs; Slurm when sb
 	$(PY) -m launchers.sweep experiment=table2 $(ARGS)
 	$(MAKE) table
 
-reproduce-small: install  ## the CPU-scale Table 2 (tiny GPT-2, 3 seeds, 2 cores, ~1 h), then results/table2_small.{csv,md,tex,png}
+reproduce-small: install  ## the CPU-scale Table 2 (tiny GPT-2, 3 seeds, 2 cores, ~3 h; resumes from its records), then results/table2_small.{csv,md,tex,png}
 	$(PY) -m launchers.sweep experiment=table2_small $(ARGS)
 	$(MAKE) table-small
 
