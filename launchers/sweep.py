@@ -30,6 +30,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
+from lmrl.dist import child_env
 from lmrl.records import config_hash, failed_record, find_record, write_record
 from lmrl.train import resumable
 
@@ -136,12 +137,8 @@ def write_plan(sweep: Sweep) -> None:
 
 
 def cell_env(threads: int) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
-    # each run starts its own W&B service: a shared one would keep a killed run's id in use
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE"):
-        env.pop(key, None)
-    return env
+    return child_env(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false",
+                     HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
 
 
 def train_command(cell: Cell, run_dir: Path, wandb_group: str | None) -> list[str]:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from lmrl.dist import barrier, is_main, rank
+from lmrl.utils import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +78,7 @@ class Checkpointer:
         barrier()
         if is_main():
             (path / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=1))
-            tmp = self.directory / f"latest.tmp{os.getpid()}"
-            tmp.write_text(path.name)
-            os.replace(tmp, self.directory / "latest")
+            atomic_write_text(self.directory / "latest", path.name)
             self.prune()
             log.info("checkpoint %s", path)
         barrier()

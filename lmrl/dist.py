@@ -59,6 +59,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Variables a launcher (torchrun, Slurm via submitit, a parent's W&B service) leaves in a process's
+# environment that a separately launched child run must not inherit: it would join the wrong process
+# group, or share a W&B service that keeps a killed run's id "in use".
+INHERITED_LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE")
+
+
+def child_env(**extra: str) -> dict:
+    """This process's environment for a separately launched run: launch variables dropped, `extra` set."""
+    env = {k: v for k, v in os.environ.items() if k not in INHERITED_LAUNCH_VARS}
+    env.update(extra)
+    return env
+
+
 def init_distributed(force: bool = False) -> bool:
     """Join the process group when there are several processes (or `force`, for DeepSpeed in
     one process).  gloo on CPU, nccl on GPUs.  Returns whether a group is up."""

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from lmrl.utils import atomic_write_text
+
 # Keys that do not change what a run computes: where things are written, logging, resumption.
 HASH_FREE = ("resume", "hydra", "logger", "checkpoint", "records", "cache_dir", "sweep")
 # The record's score fields, copied from a run's metrics.
@@ -77,9 +79,7 @@ def write_record(directory: str | Path, rec: dict) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / record_name(rec["task"], rec["algo"], rec["seed"], rec["config_hash"])
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(rec, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(rec, indent=2, default=str) + "\n")
     return path
 
 

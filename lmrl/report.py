@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -65,8 +66,7 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame) -> pd.Da
     tasks = plan["spec"]["tasks"] if plan else sorted(set(df["task"]), key=order(TASKS))
     algos = plan["spec"]["algos"] if plan else sorted(set(df["algo"]), key=order(ALGOS))
     algos = sorted(algos, key=order(ALGOS))
-    planned = {(c["task"], c["algo"]) for c in plan["cells"]} if plan else None
-    planned_seeds = pd.Series([(c["task"], c["algo"]) for c in plan["cells"]]).value_counts() if plan else None
+    planned_seeds = Counter((c["task"], c["algo"]) for c in plan["cells"]) if plan else None
     rows = []
     for task in tasks:
         for algo in algos:
@@ -74,7 +74,7 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame) -> pd.Da
             ok = cell[cell["status"] == "ok"]
             failed = cell[cell["status"] == "failed"]
             row = {"task": task, "algo": algo, "seeds": len(ok),
-                   "planned_seeds": int(planned_seeds.get((task, algo), 0)) if plan else len(ok),
+                   "planned_seeds": planned_seeds[(task, algo)] if plan else len(ok),
                    "paper": paper.at[task, algo] if task in paper.index and algo in paper.columns else float("nan")}
             if len(ok):
                 scores = ok["normalized_score"].astype(float)
@@ -85,7 +85,7 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame) -> pd.Da
                            status="ok", note=f"{len(failed)} seed(s) failed" if len(failed) else "")
             elif len(failed):
                 row.update(status="failed", note="failed: " + str(failed.iloc[-1]["error"]).splitlines()[-1][:160])
-            elif planned is not None and (task, algo) not in planned:
+            elif plan and (task, algo) not in planned_seeds:
                 row.update(status="not planned", note="not in this experiment")
             else:
                 row.update(status="not run", note="not run yet")

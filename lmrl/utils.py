@@ -1,9 +1,10 @@
-"""Small shared helpers: seeding and the one-line run summary."""
+"""Small shared helpers: seeding, file locks and atomic writes, the one-line run summary."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import random
 from pathlib import Path
 
@@ -33,6 +34,14 @@ def file_lock(path: Path):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename: readers see the old content or the new, never half a file."""
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def summary_line(m: dict) -> str:

@@ -22,13 +22,8 @@ def char_tokenizer() -> CharTokenizer:
 
 @pytest.fixture(autouse=True, scope="session")
 def _records_outside_the_repo(tmp_path_factory):
-    """In-process runs write their JSON records to a temporary directory, not results/records/."""
-    import os
-
-    previous = os.environ.get("LMRL_RECORDS")
-    os.environ["LMRL_RECORDS"] = str(tmp_path_factory.mktemp("records"))
-    yield
-    if previous is None:
-        os.environ.pop("LMRL_RECORDS", None)
-    else:
-        os.environ["LMRL_RECORDS"] = previous
+    """Runs (in-process and CLI children, which inherit the variable) write their JSON records to a
+    temporary directory, not results/records/."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LMRL_RECORDS", str(tmp_path_factory.mktemp("records")))
+        yield

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from lmrl.dist import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli_env(cache_dir: Path, **extra: str) -> dict:
     """The environment of a CLI run in a test: offline, its own cache, no launcher variables inherited."""
-    env = dict(os.environ, LMRL_CACHE=str(cache_dir), LMRL_RECORDS=str(cache_dir / "records"), HF_HUB_OFFLINE="1", WANDB_MODE="disabled",
-               TOKENIZERS_PARALLELISM="false", DS_ACCELERATOR="cpu")
-    env.update(extra)
-    # WANDB_SERVICE: a W&B service started in the test process would be shared by the child runs, and it keeps
-    # a SIGKILLed child's run id "in use", so that run could not be resumed
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE"):
-        env.pop(key, None)
-    return env
+    return child_env(**{"LMRL_CACHE": str(cache_dir), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled",
+                        "TOKENIZERS_PARALLELISM": "false", "DS_ACCELERATOR": "cpu", **extra})
 
 
 def cli_command(module: str, overrides: list[str], run_dir: Path, nproc: int = 1) -> list[str]:
