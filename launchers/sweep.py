@@ -10,6 +10,8 @@ its JSON record goes to `records.dir`.  A cell whose config already has a record
 skipped, so a killed sweep resumes by running the same command (a cell killed after its first
 checkpoint continues from it: `resume=<its run dir>`).  A cell that fails gets a
 `failed` record with the end of its log (the report prints the reason in the table).
+`sweep.skip: {<task>: {<algo>: <reason>}}` leaves cells out of the plan (the report prints the reason in
+their cells); `sweep.skip=null` on the command line runs them.
 Logs: `<records.dir>/logs/<task>__<algo>__s<seed>.log`; the plan: `<records.dir>/plan.json`.
 """
 
@@ -111,9 +113,12 @@ def plan(experiment: str, extra: list[str], only: dict[str, set[str]]) -> Sweep:
                 if any(str(v) not in only.get(k, {str(v)}) for k, v in (("task", task), ("algo", algo),
                                                                            ("seed", seed))):
                     continue
+                if algo in (spec.get("skip") or {}).get(task, {}):
+                    continue
+                # An algorithm's budget (the prompted column's episodes) wins over its task's.
                 overrides = [f"+experiment={experiment}", f"task={task}", f"algo={algo}", f"seed={seed}",
-                             *(spec.get("algo_overrides") or {}).get(algo, []),
-                             *(spec.get("task_overrides") or {}).get(task, []), *extra]
+                             *(spec.get("task_overrides") or {}).get(task, []),
+                             *(spec.get("algo_overrides") or {}).get(algo, []), *extra]
                 sweep.cells.append(Cell(task, algo, seed, overrides))
     # Cells of a seed beyond the first wait for every task's first seed: a short sweep still covers the table.
     sweep.cells.sort(key=lambda c: (c.algo in ("prompt",), order_of(spec["seeds"], c.seed)))

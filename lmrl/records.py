@@ -31,10 +31,19 @@ SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", 
 
 
 def config_hash(cfg: DictConfig | dict) -> str:
-    """12 hex digits of the resolved config without the keys in HASH_FREE."""
+    """12 hex digits of the resolved config without the keys in HASH_FREE (and `cache_dir` at any depth: a
+    task's env may carry the run's cache path, which says where games are cached, not what runs)."""
     data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    data = {k: v for k, v in data.items() if k not in HASH_FREE}
+    data = without_cache_dirs({k: v for k, v in data.items() if k not in HASH_FREE})
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def without_cache_dirs(value):
+    if isinstance(value, dict):
+        return {k: without_cache_dirs(v) for k, v in value.items() if k != "cache_dir"}
+    if isinstance(value, list):
+        return [without_cache_dirs(v) for v in value]
+    return value
 
 
 def git_commit() -> str | None:

@@ -42,6 +42,10 @@ def test_config_hash_ignores_where_things_go_but_not_what_runs():
     assert config_hash(cfg) == config_hash(same)
     assert config_hash(cfg) != config_hash(OmegaConf.merge(cfg, {"seed": 1}))
     assert config_hash(cfg) != config_hash(OmegaConf.merge(cfg, {"algo": {"lr": 3e-4}}))
+    # Text-Nav's env and data recipe carry the run's cache path: a nested cache_dir does not count either
+    nested = OmegaConf.merge(cfg, {"task": {"env": {"cache_dir": "/tmp/a", "max_steps": 20}}})
+    assert config_hash(nested) == config_hash(OmegaConf.merge(nested, {"task": {"env": {"cache_dir": "/b"}}}))
+    assert config_hash(nested) != config_hash(OmegaConf.merge(nested, {"task": {"env": {"max_steps": 15}}}))
 
 
 def test_find_record_skips_failed_ones(tmp_path):
@@ -70,7 +74,9 @@ def test_report_numbers_by_hand(tmp_path):
     write_record(records, failed_record("maze_po", "bc", 0, "h9", "Traceback...\nConfigError: bc: lr must be > 0", 3.0))
     plan += [{"task": "maze_po", "algo": "bc", "seed": 0, "digest": "h9"},
              {"task": "maze_po", "algo": "ilql", "seed": 0, "digest": "h10"}]
-    spec = {"tasks": ["maze_fo", "maze_po"], "algos": ["bc", "ilql"], "seeds": [0, 1, 2]}
+    # a cell the experiment skips, with its reason
+    spec = {"tasks": ["maze_fo", "maze_po", "chess"], "algos": ["bc", "ilql"], "seeds": [0, 1, 2],
+            "skip": {"chess": {"ilql": "too slow here"}}}
     (records / "plan.json").write_text(json.dumps({"experiment": "synthetic", "spec": spec, "cells": plan}))
 
     paths = build(records, "synthetic", tmp_path / "out")
@@ -87,6 +93,7 @@ def test_report_numbers_by_hand(tmp_path):
     assert cells[("maze_po", "bc")]["status"] == "failed"
     assert "lr must be > 0" in cells[("maze_po", "bc")]["note"]
     assert cells[("maze_po", "ilql")]["status"] == "not run"
+    assert cells[("chess", "ilql")]["note"] == "not run: too slow here"
 
     md = paths["md"].read_text()
     assert "| FO Maze | 50.0 ± 14.4 (58.2) | 100.0 (99.9) |" in md
@@ -191,6 +198,19 @@ def test_experiments_plan_every_cell(experiment, model):
     assert cfg.model.name == model and cfg.records.reuse and cfg.records.dir == f"results/records/{experiment}"
     prompt = compose_cfg(sweep.cells[-1].overrides)
     assert prompt.model.name == ("smollm2" if experiment == "table2_small" else "none")
+
+
+def test_plan_skips_cells_and_hashes_without_the_cache_path():
+    """table2_small leaves the prompted chess games out (the reason goes to the table); a Text-Nav cell's hash
+    does not change with the cache directory its env is given."""
+    from launchers.sweep import plan
+
+    sweep = plan("table2_small", [], {"task": {"chess", "text_nav_fo"}, "algo": {"prompt", "bc"}, "seed": {"0"}})
+    assert [(c.task, c.algo) for c in sweep.cells] == [("text_nav_fo", "bc"), ("chess", "bc"), ("text_nav_fo", "prompt")]
+    assert "400" in sweep.spec["skip"]["chess"]["prompt"]
+    assert len(plan("table2_small", ["sweep.skip=null"], {"task": {"chess"}, "algo": {"prompt"}}).cells) == 1
+    moved = plan("table2_small", ["cache_dir=/tmp/elsewhere"], {"task": {"text_nav_fo"}, "algo": {"bc"}, "seed": {"0"}})
+    assert moved.cells[0].digest == sweep.cells[0].digest
 
 
 def test_unknown_experiment_lists_the_valid_ones():
