@@ -40,10 +40,10 @@ train: install  ## set-up + the default run (maze_fo, ILQL from a cached BC stag
 	$(PY) -m lmrl.train $(ARGS)
 
 test: install  ## set-up + the fast test tier
-	$(PY) -m pytest -q -m "not slow" --timeout=900
+	$(PY) -m pytest -q -m "not slow" --timeout=900 --durations=10
 
 test-slow: install  ## the slow tier: learning tests (policy beats a baseline measured in the test)
-	$(PY) -m pytest -q -m slow --timeout=3600
+	$(PY) -m pytest -q -m slow --timeout=3600 --durations=10
 
 bench: install  ## benchmarks, JSON under results/bench/
 	$(PY) -m lmrl.bench
@@ -55,7 +55,7 @@ reproduce: install  ## the paper-scale Table 2 sweep (GPT-2, GPUs; Slurm when sb
 	$(PY) -m launchers.sweep experiment=table2 $(ARGS)
 	$(MAKE) table
 
-reproduce-small: install  ## the CPU-scale Table 2 (tiny GPT-2, 3 seeds, 2 cores, ~3 h; resumes from its records), then results/table2_small.{csv,md,tex,png}
+reproduce-small: install  ## the CPU-scale Table 2 (tiny GPT-2, 3 seeds, 2 cores, ~2.5 h; resumes from its records), then results/table2_small.{csv,md,tex,png}
 	$(PY) -m launchers.sweep experiment=table2_small $(ARGS)
 	$(MAKE) table-small
 

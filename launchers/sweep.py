@@ -266,14 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     sweep = plan(experiment, args.overrides, parse_only(args.only))
     use_wandb = bool(sweep.spec.get("wandb", False) if args.wandb is None else args.wandb)
     sweep.spec["wandb"] = use_wandb  # the report logs its table to the same W&B group when the runs did
-    write_plan(sweep)
     done = sum(c.done for c in sweep.cells)
     print(f"{sweep.experiment}: {len(sweep.cells)} cells, {done} with a record in {sweep.records}, "
           f"{len(sweep.cells) - done} to run")
     if args.dry_run:
         for c in sweep.cells:
             print(f"  [{'x' if c.done else ' '}] {c.label:42s} {c.digest}  {' '.join(c.overrides[4:])}")
-        return 0
+        return 0  # a dry run leaves plan.json (the last run's per-cell status and times) as it is
+    write_plan(sweep)
     group = f"{sweep.experiment}" if use_wandb else None
     launcher = choose_launcher(args.launcher or sweep.spec.get("launcher", "local"))
     timeout = float(sweep.spec.get("timeout_min") or 60)

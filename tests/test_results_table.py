@@ -130,8 +130,10 @@ def test_sweep_runs_resumes_and_reports(tmp_path):
 
     # resume: with both records there, nothing runs; without one, only that cell runs (through submitit's local
     # executor, the Slurm code path)
+    last_plan = (records / "plan.json").read_text()
     again = run_sweep([*tiny, *only, "--dry-run"], cache)
     assert "2 with a record" in again.stdout and "0 to run" in again.stdout
+    assert (records / "plan.json").read_text() == last_plan  # the dry run keeps the last run's times
     for path in records.glob("maze_fo__filtered_bc__*.json"):
         path.unlink()
     proc = run_sweep([*tiny, *only, "--launcher", "submitit_local"], cache)
