@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from lmrl.dist import child_env
-from lmrl.records import config_hash, failed_record, find_record, write_record
+from lmrl.records import config_hash, failed_record, find_record, skip_reason, write_record
 from lmrl.train import resumable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +113,7 @@ def plan(experiment: str, extra: list[str], only: dict[str, set[str]]) -> Sweep:
                 if any(str(v) not in only.get(k, {str(v)}) for k, v in (("task", task), ("algo", algo),
                                                                            ("seed", seed))):
                     continue
-                if algo in (spec.get("skip") or {}).get(task, {}):
+                if skip_reason(spec, task, algo) is not None:
                     continue
                 # An algorithm's budget (the prompted column's episodes) wins over its task's.
                 overrides = [f"+experiment={experiment}", f"task={task}", f"algo={algo}", f"seed={seed}",

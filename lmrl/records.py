@@ -23,8 +23,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmrl.utils import atomic_write_text
 
-# Keys that do not change what a run computes: where things are written, logging, resumption.
-HASH_FREE = ("resume", "hydra", "logger", "checkpoint", "records", "cache_dir", "sweep")
+# Keys that do not change what a run computes: where things are written, logging, resumption (`cache_dir`
+# is dropped at any depth, see config_hash).
+HASH_FREE = ("resume", "hydra", "logger", "checkpoint", "records", "sweep")
 # The record's score fields, copied from a run's metrics.
 SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "episodes",
               "episode_length")
@@ -44,6 +45,11 @@ def without_cache_dirs(value):
     if isinstance(value, list):
         return [without_cache_dirs(v) for v in value]
     return value
+
+
+def skip_reason(spec: dict, task: str, algo: str) -> str | None:
+    """Why an experiment's `sweep.skip` leaves the (task, algo) cell out; None when it does not."""
+    return ((spec.get("skip") or {}).get(task) or {}).get(algo)
 
 
 def git_commit() -> str | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmrl.records import load_records
+from lmrl.records import load_records, skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_TABLE2 = ROOT / "results" / "paper_table2.csv"
@@ -85,8 +85,8 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame) -> pd.Da
                            status="ok", note=f"{len(failed)} seed(s) failed" if len(failed) else "")
             elif len(failed):
                 row.update(status="failed", note="failed: " + str(failed.iloc[-1]["error"]).splitlines()[-1][:160])
-            elif plan and algo in ((plan["spec"].get("skip") or {}).get(task) or {}):
-                row.update(status="not run", note="not run: " + plan["spec"]["skip"][task][algo])
+            elif plan and (reason := skip_reason(plan["spec"], task, algo)) is not None:
+                row.update(status="not run", note=f"not run: {reason}")
             elif plan and (task, algo) not in planned_seeds:
                 row.update(status="not planned", note="not in this experiment")
             else:
