@@ -8,6 +8,7 @@ Each scorer returns `Score(correct, total, failures)`, failures as readable stri
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ class Score:
     correct: int = 0
     total: int = 0
     failures: list[str] = field(default_factory=list)
+    wrong: list[str] = field(default_factory=list)  # confidently wrong answers (`score_yes_no`)
 
     @property
     def accuracy(self) -> float:
@@ -58,7 +60,10 @@ def score_twenty_questions(oracle, items: list[dict]) -> Score:
     for item, reply in zip(items, replies):
         should_win = item["answer"] == "Yes." and item.get("about") == "guess"
         ok = reply.text == item["answer"] and reply.correct_guess == should_win
-        score.add(ok, f"{item['object']}: {item['question']!r} -> {reply.text!r} (want {item['answer']!r})")
+        description = f"{item['object']}: {item['question']!r} -> {reply.text!r} (want {item['answer']!r})"
+        score.add(ok, description)
+        if reply_kind(reply.text) in ("yes", "no") and reply_kind(item["answer"]) in ("yes", "no") and not ok:
+            score.wrong.append(description)
     return score
 
 
@@ -81,11 +86,50 @@ def score_guess_city(oracle, items: list[dict]) -> Score:
         else:
             raise ValueError(f"unknown expectation kind {kind!r} in {item}")
         if not reply.correct_guess:
-            city = oracle.kb.city(item["city"])
-            words = f" {_words(text)} "
-            ok = ok and not any(f" {_words(name)} " in words for name in city.names)
-        score.add(ok, f"{item['city']}: {item['question']!r} -> {text!r} (want {expect})")
+            ok = ok and not _names_city(oracle, item["city"], text)
+        description = f"{item['city']}: {item['question']!r} -> {text!r} (want {expect})"
+        score.add(ok, description)
+        if kind in ("yes", "no") and reply_kind(text) in ("yes", "no") and reply_kind(text) != kind:
+            score.wrong.append(description)
     return score
+
+
+_REPLY_KIND = re.compile(r"^(?:(yes)|(no)|(i can'?t answer|i cannot answer))\b")
+
+
+def reply_kind(text: str) -> str:
+    """"yes", "no", "unknown" (the oracle says it cannot answer) or "other" (a sentence that
+    is neither), read from the start of a reply."""
+    found = _REPLY_KIND.match(_plain(text).replace("\u2019", "'"))
+    if found is None:
+        return "other"
+    return ("yes", "no", "unknown")[[g is not None for g in found.groups()].index(True)]
+
+
+def score_yes_no(oracle, items: list[dict], key: str) -> Score:
+    """Everyday yes/no questions (`*_everyday.jsonl`): right when the reply starts with the
+    person's answer, or says it cannot answer an item marked `unclear`; WRONG (listed in
+    `score.wrong`) when it gives the other yes/no answer or counts as a winning guess.  A reply
+    that names the secret (cities) or is neither yes, no nor "I can't answer" is not right."""
+    score = Score()
+    replies = oracle.answer_batch([i[key] for i in items], [i["question"] for i in items])
+    for item, reply in zip(items, replies):
+        want, kind = item["answer"].rstrip(".").lower(), reply_kind(reply.text)
+        wrong = reply.correct_guess or (kind in ("yes", "no") and kind != want)
+        ok = not wrong and (kind == want or (kind == "unknown" and item.get("unclear", False)))
+        if ok and key == "city":
+            ok = not _names_city(oracle, item["city"], reply.text)
+        description = (f"{item[key]}: {item['question']!r} -> {reply.text!r} "
+                       f"(want {item['answer']!r}{' or unknown' if item.get('unclear') else ''}, {item['family']})")
+        score.add(ok, description)
+        if wrong:
+            score.wrong.append(description)
+    return score
+
+
+def _names_city(oracle, name: str, text: str) -> bool:
+    words = f" {_words(text)} "
+    return any(f" {_words(n)} " in words for n in oracle.kb.city(name).names)
 
 
 def _words(text: str) -> str:
@@ -108,3 +152,41 @@ def score_car_dealer(parse, catalogue, items: list[dict]) -> Score:
                 wrong.append(f"{name}={got!r} (want {want!r})")
         score.add(not wrong, f"{item['utterance']!r}: " + ", ".join(wrong))
     return score
+
+
+# name -> (task, scorer): every held-out set in tests/envs/heldout/ but the car dealer's (a parser set).
+HELDOUT_SETS = {
+    "twenty_questions": ("twenty_questions", score_twenty_questions),
+    "twenty_questions_independent": ("twenty_questions", score_twenty_questions),
+    "twenty_questions_everyday": ("twenty_questions", lambda oracle, items: score_yes_no(oracle, items, "object")),
+    "guess_my_city": ("guess_city", score_guess_city),
+    "guess_my_city_everyday": ("guess_city", lambda oracle, items: score_yes_no(oracle, items, "city")),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m lmrl.envs.oracle_eval [SET ...] [--failures]`: the knowledge-grounded oracles'
+    accuracy on the held-out sets (all by default), with confidently wrong answers counted."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("sets", nargs="*", help=f"any of {', '.join(HELDOUT_SETS)} (default: all)")
+    parser.add_argument("--failures", action="store_true", help="list every item not answered right")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.sets) - set(HELDOUT_SETS))
+    if unknown:
+        parser.error(f"unknown held-out set(s) {unknown}; choose from {list(HELDOUT_SETS)}")
+    for name in args.sets or HELDOUT_SETS:
+        task, scorer = HELDOUT_SETS[name]
+        if task == "twenty_questions":
+            from lmrl.envs.twenty_questions import default_oracle
+        else:
+            from lmrl.envs.guess_city import default_oracle
+        score = scorer(default_oracle(), load_heldout(name))
+        print(f"{name}: {score.accuracy:.1%} right ({score.correct}/{score.total}), {len(score.wrong)} wrong")
+        for line in score.failures if args.failures else ():
+            print(("  WRONG " if line in score.wrong else "  ") + line)
+
+
+if __name__ == "__main__":
+    main()
