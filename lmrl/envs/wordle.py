@@ -2,8 +2,9 @@
 
 Rules (faithful to the original unless noted):
 
-- One 431-word list (`data/wordle_words.txt`, built by `data_gen/wordle_words.py`) holds
-  both the possible secrets and the only accepted guesses.
+- One 431-word list holds both the possible secrets and the only accepted guesses: the
+  original's own `wordle_official_400.txt`, verbatim and in its order (`data/wordle_words.txt`;
+  its header names the source commit and the MIT licence).
 - The secret is drawn uniformly from the list at reset with the env RNG.  The original
   draws a "target" lazily, uniformly from the words still consistent with the feedback,
   at every guess; that gives every game the same distribution as a uniform secret fixed
@@ -28,8 +29,9 @@ contract), so only text already in the canonical form is accepted.  `slate`, `S 
 and `s  l a t e` are invalid.
 
 The optimal policy guesses, among the words consistent with all feedback so far, the one
-whose feedback pattern has maximal entropy (ties: alphabetical order).  Its mean return
-over all secrets is the normalization maximum (`optimal_value`).
+whose feedback pattern has maximal entropy (ties: the word listed first; the original picks
+a tied word at random, which gives exactly the same mean return on this list).  Its mean
+return over all secrets is the normalization maximum (`optimal_value`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Wordle generator and word-list builder: deterministic, replayable, tuned to Table 1."""
+"""The Wordle generator: deterministic, replayable, tuned to Table 1."""
 
 from pathlib import Path
 
@@ -18,7 +18,6 @@ from lmrl.data.stats import dataset_stats
 from lmrl.envs.base import Episode, Text
 from lmrl.envs.wordle import (
     WORDS,
-    WORDS_PATH,
     WordleEnv,
     consistent_words,
     optimal_value,
@@ -120,14 +119,3 @@ def test_cli_optimal_prints_the_normalization_max(capsys):
     printed = capsys.readouterr().out
     assert f"mean return {optimal_value():.4f}" in printed and "431 secrets" in printed
 
-
-def test_word_list_builder_reproduces_the_committed_file():
-    pytest.importorskip("wordfreq")
-    pytest.importorskip("english_words")
-    from data_gen.wordle_words import PINNED, _versions, build_words, render
-
-    if _versions() != PINNED:
-        pytest.skip(f"installed {_versions()} differ from the pinned {PINNED}")
-    assert render(build_words()) == WORDS_PATH.read_text(encoding="utf-8"), (
-        "lmrl/envs/data/wordle_words.txt is stale: run `python -m data_gen.wordle_words`"
-    )

@@ -1,5 +1,6 @@
 """WordleEnv against the original LMRL-Gym rules: text, rewards, tries, feedback, secrets, optimal policy."""
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -35,8 +36,8 @@ def play(secret: str, guesses: list[str], **kwargs):
 
 
 def test_short_game_verbatim():
-    env, results = play("point", ["t r a i n\n", "p o i n t\n"])
-    assert history_to_str(env.history) == "Wordle:\nt r a i n\ny b b y y\np o i n t\ng g g g g\n"
+    env, results = play("point", ["t o p i c\n", "p o i n t\n"])
+    assert history_to_str(env.history) == "Wordle:\nt o p i c\ny g y y b\np o i n t\ng g g g g\n"
     assert [r.reward for r in results] == [-1.0, 0.0]
     assert [(r.terminated, r.truncated) for r in results] == [(False, False), (True, False)]
     assert results[-1].info == {"secret": "point", "success": True, "invalid": False, "guesses": 2}
@@ -44,13 +45,15 @@ def test_short_game_verbatim():
 
 
 def test_reference_example_invalid_words_then_valid():
-    """The reference's `crane`/`xxxxx` example; `slate` is not in our list either, so it is invalid too."""
-    guesses = ["c r a n e\n", "x x x x x\n", "s l a t e\n", "t r a i n\n", "p o i n t\n"]
-    env, results = play("point", guesses)
-    expected = "Wordle:\nc r a n e\n\nx x x x x\n\ns l a t e\n\nt r a i n\ny b b y y\np o i n t\ng g g g g\n"
-    assert history_to_str(env.history) == expected
+    """The reference's transcript from the original env, verbatim: `crane` and `xxxxx` are not in the list
+    (an empty feedback line, -1 each); `aroma` is one of the three secrets consistent with its feedback."""
+    guesses = ["c r a n e\n", "x x x x x\n", "s l a t e\n", "p o i n t\n", "a r o m a\n"]
+    env, results = play("aroma", guesses)
+    reference = "Wordle:\nc r a n e\n\nx x x x x\n\ns l a t e\nb b y b b\np o i n t\nb y b b b\n"
+    assert history_to_str(env.history) == reference + "a r o m a\ng g g g g\n"
+    assert consistent_words([("slate", "bbybb"), ("point", "bybbb")]) == ["cacao", "bayou", "aroma"]
     assert [r.reward for r in results] == [-1.0, -1.0, -1.0, -1.0, 0.0]
-    assert [r.info["invalid"] for r in results] == [True, True, True, False, False]
+    assert [r.info["invalid"] for r in results] == [True, True, False, False, False]
     assert results[-1].terminated and results[-1].info["success"]
 
 
@@ -62,18 +65,19 @@ def test_reference_example_invalid_words_then_valid():
     ("three", "teeth", "gybyy"),
     ("point", "point", "ggggg"),
     ("music", "heavy", "bbbbb"),
+    ("retro", "robin", "gbbyy"),  # standard Wordle: g b b b y (robin's one r is matched green)
 ])
 def test_repeated_letter_feedback_is_the_originals_rule(guess, secret, expected):
     assert feedback(guess, secret) == expected
 
 
 def test_repeated_letter_feedback_in_the_env_text():
-    _, results = play("order", ["e r r o r\n"])
-    assert results[0].history[-1] == Text("y g y y g\n", False)
+    _, results = play("robin", ["r e t r o\n"])
+    assert results[0].history[-1] == Text("g b b y y\n", False)
 
 
 def test_six_wrong_guesses_end_the_game_at_minus_six():
-    env, results = play("point", ["t r a i n\n"] * 5 + ["g r e e n\n"])
+    env, results = play("point", ["t o p i c\n"] * 5 + ["s h e e p\n"])
     assert sum(r.reward for r in results) == -6.0
     assert [r.terminated for r in results] == [False] * 5 + [True]
     assert not any(r.truncated for r in results) and not results[-1].info["success"]
@@ -107,9 +111,9 @@ def test_a_guess_without_newline_is_accepted_and_kept_verbatim():
 
 def test_reset_reports_and_sets_the_secret():
     env = WordleEnv()
-    history, info = env.reset(options={"secret": "green"})
-    assert history == (Text("Wordle:\n", False),) and info == {"secret": "green"} and env.secret == "green"
-    for bad in ("crane", "GREEN", "gree", 42):
+    history, info = env.reset(options={"secret": "sheep"})
+    assert history == (Text("Wordle:\n", False),) and info == {"secret": "sheep"} and env.secret == "sheep"
+    for bad in ("crane", "SHEEP", "shee", 42):
         with pytest.raises(ValueError, match="not in the 431-word list"):
             env.reset(options={"secret": bad})
 
@@ -125,23 +129,30 @@ def test_seeded_secrets_are_deterministic_and_uniform():
     assert chi2 < 430 + 5 * math.sqrt(2 * 430)
 
 
-def test_word_list_file():
+# sha256 of LMRL-Gym's llm_rl_scripts/wordle/vocab/wordle_official_400.txt at commit bdf9b3f3 (431 words, no final
+# newline), which is the word lines of our file joined by newlines.
+ORIGINAL_LIST_SHA256 = "d206b79145f65345154976a6d6cb328f639cd22bd65cfd0c58c3c7b4a277547b"
+
+
+def test_word_list_file_is_the_originals_list():
     lines = WORDS_PATH.read_text(encoding="utf-8").splitlines()
     header = [line for line in lines if line.startswith("#")]
-    assert lines[: len(header)] == header and any("wordfreq==3.1.1" in h for h in header)
-    assert "# size: 431" in header and any("python -m data_gen.wordle_words" in h for h in header)
     words = lines[len(header):]
-    assert len(words) == 431 and words == sorted(set(words)) and tuple(words) == WORDS
-    assert all(re.fullmatch(r"[a-z]{5}", w) for w in words)
-    assert sum(w.endswith("s") and not w.endswith("ss") for w in words) <= 15
-    assert sum(w.endswith("ed") for w in words) <= 5
+    assert lines[: len(header)] == header and tuple(words) == WORDS
+    assert len(words) == 431 and len(set(words)) == 431 and all(re.fullmatch(r"[a-z]{5}", w) for w in words)
+    assert hashlib.sha256("\n".join(words).encode()).hexdigest() == ORIGINAL_LIST_SHA256
+    provenance = "\n".join(header)
+    for fact in ("https://github.com/abdulhaim/LMRL-Gym", "bdf9b3f34617ceba88e0c1774e9ac665c4155468",
+                 "llm_rl_scripts/wordle/vocab/wordle_official_400.txt", "MIT License",
+                 "Copyright (c) 2022 Charlie Snell", ORIGINAL_LIST_SHA256):
+        assert fact in provenance
 
 
 def test_legal_actions_and_eval_starts_cover_the_list():
     env = WordleEnv()
     env.reset(seed=0)
     actions = env.legal_actions()
-    assert len(actions) == 431 and actions[0] == "a b o u t\n" and len(set(actions)) == 431
+    assert len(actions) == 431 and actions[0] == "e l e c t\n" and len(set(actions)) == 431
     assert all(re.fullmatch(r"([a-z] ){4}[a-z]\n", a) for a in actions)
     starts = env.eval_reset_options()
     assert [s["secret"] for s in starts] == list(WORDS)
@@ -189,6 +200,29 @@ def test_optimal_policy_value_matches_config():
     assert config.normalization.min == -6.0 and config.normalization.avg == -4.12
 
 
+def test_random_tie_breaks_give_the_same_mean_return():
+    """The original picks a tied best word at random; averaged over those choices, its mean return is ours."""
+    matrix, win = feedback_matrix(), pattern_code("ggggg")
+
+    def total_return(candidates: np.ndarray, guesses_made: int) -> float:  # summed over `candidates`
+        entropy = pattern_entropy(matrix, candidates, candidates)
+        best = candidates[entropy == entropy.max()]
+        total = 0.0
+        for guess in best:
+            codes = matrix[guess, candidates]
+            for code in np.unique(codes):
+                group = candidates[codes == code]
+                if code == win:
+                    total += -float(guesses_made)
+                elif guesses_made + 1 < 6:
+                    total += total_return(group, guesses_made + 1)
+                else:
+                    total += -6.0 * len(group)
+        return total / len(best)
+
+    assert total_return(np.arange(len(WORDS)), 0) / len(WORDS) == pytest.approx(optimal_returns().mean(), abs=1e-12)
+
+
 def test_optimal_action_plays_the_decision_tree_in_the_env():
     returns = optimal_returns()
     env = WordleEnv()
@@ -202,7 +236,7 @@ def test_optimal_action_plays_the_decision_tree_in_the_env():
 
 
 def test_batched_env_records_the_env_history():
-    secrets = ["point", "green", "order"]
+    secrets = ["point", "sheep", "robin"]
     batch = BatchedEnv(WordleEnv, len(secrets))
     batch.reset_all([{"secret": s} for s in secrets], seeds=[0, 1, 2])
     while batch.active:
