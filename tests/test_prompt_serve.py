@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from lmrl.algos.base import ConfigError, typed_config
 from lmrl.algos.prompt import PromptConfig, PromptPolicy, parse_action, pick_examples
 from lmrl.envs.base import Episode, Text
+from lmrl.envs.maze import MazeEnv
 from tests.e2e import ROOT, cli_env, run_cli
 
 MOVES = {"move up\n", "move down\n", "move left\n", "move right\n"}
@@ -34,6 +35,15 @@ def cache(tmp_path_factory):
 ])
 def test_parse_action_takes_the_first_line(reply, action):
     assert parse_action(reply) == action
+
+
+def test_a_chat_reply_is_a_whole_turn_in_the_maze():
+    """A reply ends at the model's end of sequence: `move up` is the maze's exact `move up\\n`."""
+    env = MazeEnv()
+    env.reset(options={"init_position": (2, 3)})
+    result = env.step(parse_action("move up"))
+    assert not result.info["invalid"] and result.reward == -1.0 and env.position == (1, 3)
+    assert env.step(parse_action("move u")).info["invalid"]
 
 
 def _ep(ret: float, name: str) -> Episode:

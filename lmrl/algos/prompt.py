@@ -82,7 +82,14 @@ class PromptConfig:
 
 
 def parse_action(reply: str) -> str:
-    """The first non-empty line of a reply, without an `ACTION:`/`>` prefix or quotes, ending in a newline."""
+    """The first non-empty line of a reply, without an `ACTION:`/`>` prefix or quotes, ending in a newline.
+
+    A chat model's reply ends at its end-of-sequence token, which is the end of its turn, so the line
+    is a whole action and gets the newline that the task's action text ends with (`move up` ->
+    `move up\\n`, valid in the maze).  The original's GPT-4 baselines did the same: they took the
+    reply's action, stripped it and appended `\\n` (maze/gpt4/gpt4_maze.py, gpt4_po_maze.py).  The
+    backends return text only, so a reply cut off by the token budget right after an action cannot be
+    told from a finished one; one cut inside the action stays invalid text (`move u`)."""
     line = next((ln for ln in reply.splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line).strip().strip("`\"'").strip()
     return line + "\n"

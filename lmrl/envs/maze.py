@@ -1,8 +1,9 @@
 """Maze (fully and partially observed): LMRL-Gym's double-T maze, text for text.
 
-Rules (faithful to the original): the agent says `move up|down|left|right` and a newline;
-a move into a wall leaves it in place (-1); reaching the goal gives 0 and `Success`;
-anything else is an unparseable action (-4, no move).  After 100 non-terminal steps the
+Rules (faithful to the original): the only moves are the exact strings `move up\\n`,
+`move down\\n`, `move left\\n` and `move right\\n`; a move into a wall leaves the agent in
+place (-1); reaching the goal gives 0 and `Success`; anything else -- `move up` without its
+newline included -- is an unparseable action (-4, no move).  After 100 non-terminal steps the
 next call returns `Failure` (-1) whatever the action.  Coordinates print with their
 digits spaced (`1, 1 0`), as the original's datasets do.
 
@@ -37,7 +38,9 @@ GOAL: Cell = (8, 6)
 MOVES: dict[str, Cell] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 # The original checks walls in this order and names them with these phrases.
 WALL_PHRASES = (("right", "to your right"), ("left", "to your left"), ("up", "above you"), ("down", "below you"))
-ACTIONS = tuple(f"move {d}\n" for d in MOVES)
+# The original's action strings, matched exactly (no stripping, the newline is part of the action).
+ACTION_DIRECTIONS: dict[str, str] = {f"move {d}\n": d for d in MOVES}
+ACTIONS = tuple(ACTION_DIRECTIONS)
 
 
 def free_cells(layout=DOUBLE_T_MAZE) -> list[Cell]:
@@ -106,11 +109,11 @@ def optimal_directions(cell: Cell, goal: Cell = GOAL, layout=DOUBLE_T_MAZE) -> l
 
 
 def parse_action(action: str) -> str | None:
-    """`move left` with at most one trailing newline -> `left`; anything else -> None."""
-    body = action[:-1] if action.endswith("\n") else action
-    if body.startswith("move ") and body[5:] in MOVES:
-        return body[5:]
-    return None
+    """`move left\\n` -> `left`; anything but the four exact action strings -> None.
+
+    As in the original, which looks the text up in its action table: a reply without its
+    newline (e.g. generation cut off at the token budget) is an invalid action."""
+    return ACTION_DIRECTIONS.get(action)
 
 
 class MazeEnv(TextEnv):

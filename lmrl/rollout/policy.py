@@ -19,7 +19,12 @@ class Policy(Protocol):
 
 
 def end_turn(text: str) -> str:
-    """Keep the text up to its first newline and end it with exactly one (the original's rule)."""
+    """Keep the text up to its first newline and end it with exactly one (the original's rule).
+
+    LMRL-Gym's policies stop generating at a newline and their output processing drops one trailing
+    newline and appends one to every turn (`out_str_process` in maze/bc/eval_bc.py, maze/ilql/eval_ilql.py,
+    maze/ppo/train_ppo_online.py, wordle/bc/eval_bc.py, ...), so a turn cut off at the token budget
+    reaches the env with its newline: `move up` becomes the valid `move up\\n` there too."""
     return text.split("\n", 1)[0] + "\n"
 
 

@@ -9,8 +9,9 @@ from tests.helpers import random_unicode
 
 DIRECTIONS = ("up", "down", "left", "right")
 # The exact valid utterances, spelled out here rather than taken from the env's parser.
-VALID = {f"move {d}{end}" for d in DIRECTIONS for end in ("", "\n")}
+VALID = {f"move {d}\n" for d in DIRECTIONS}
 NEAR_MISSES = [
+    "move up", "move down", "move left", "move right",  # cut off before the newline: invalid in the original
     "move  up", "Move up", "move up\n\n", "MOVE DOWN\n", " move left\n", "move left \n", "move\tright\n",
     "move up\r\n", "moveup\n", "move upp\n", "mov up\n", "move forward\n", "go left\n", "left\n",
     "move up down\n", "move right.\n", "\nmove up", "move north\n", "move  \n", "move \n", "",

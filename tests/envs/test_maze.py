@@ -71,6 +71,20 @@ def test_unparseable_action_costs_four_and_does_not_move():
     assert result.history[-1].text == history[0].text
 
 
+@pytest.mark.parametrize("fully_observed", [True, False], ids=["fo", "po"])
+@pytest.mark.parametrize("reply, then", [("move left", (5, 5)), ("move right", (5, 7)), ("move down", (6, 6)),
+                                         ("move up", (5, 6))])  # (5, 6) has a wall above only
+def test_a_reply_without_its_newline_is_invalid(fully_observed, reply, then):
+    """The original matches `move left\\n` exactly: a turn cut off before its newline costs -4, does not move
+    and is answered with the same observation; the same words with the newline are a move."""
+    env, history = make(start=(5, 6), fully_observed=fully_observed)
+    result = env.step(reply)
+    assert result.reward == -4.0 and env.position == (5, 6) and result.info["invalid"]
+    assert result.history[-1] == history[0] and result.history[-2].text == reply
+    result = env.step(reply + "\n")
+    assert result.reward == -1.0 and env.position == then and not result.info["invalid"]
+
+
 def run_until_done(env: MazeEnv, action: str) -> tuple[float, int, object]:
     total, steps, result = 0.0, 0, None
     while not env.done:
