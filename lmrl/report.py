@@ -8,7 +8,9 @@ its standard error (sample std / sqrt(seeds); one seed: no error), with the pape
 number beside it.  A cell with no score says why: the run failed (with the error), or the
 sweep has not run it yet.  When the directory holds a sweep's `plan.json`, only records of
 the planned configs count (older budgets' records are ignored); otherwise the newest record
-of each (task, algo, seed) does.
+of each (task, algo, seed) does.  Cells the experiment marks stale (`sweep.stale`: records
+that predate a change their config hash cannot see, such as a data file) keep their values
+and say `[stale: <reason>]`.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 from lmrl.records import load_records, skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS = ROOT / "conf" / "experiment"
 PAPER_TABLE2 = ROOT / "results" / "paper_table2.csv"
 TASKS = ["twenty_questions", "guess", "car_dealer", "maze_fo", "maze_po", "text_nav_fo", "text_nav_po", "wordle",
          "chess", "endgames"]
@@ -40,6 +44,24 @@ def read_paper(path: Path = PAPER_TABLE2) -> pd.DataFrame:
 def read_plan(directory: Path) -> dict | None:
     path = directory / "plan.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def stale_marks(plan: dict | None, experiments: Path = EXPERIMENTS) -> dict:
+    """The experiment's `sweep.stale`: `{task: reason}` or `{task: {algo: reason}}`.  Marks are added after the
+    runs, so the experiment's config as it is now wins over the copy in the plan (used when there is no config)."""
+    if plan is None:
+        return {}
+    path = experiments / f"{plan.get('experiment')}.yaml"
+    if path.exists():
+        stale = OmegaConf.select(OmegaConf.load(path), "sweep.stale")
+        return OmegaConf.to_container(stale) if stale is not None else {}
+    return plan["spec"].get("stale") or {}
+
+
+def stale_reason(stale: dict, task: str, algo: str) -> str:
+    """Why the (task, algo) cell's records are stale, or "" when they are not."""
+    mark = stale.get(task) or ""
+    return str(mark.get(algo) or "") if isinstance(mark, dict) else str(mark)
 
 
 def select_records(records: list[dict], plan: dict | None) -> pd.DataFrame:
@@ -61,8 +83,9 @@ def stderr(values: pd.Series) -> float:
     return float(values.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
 
 
-def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame) -> pd.DataFrame:
-    """Tidy table: one row per (task, algo) cell with mean ± stderr over seeds, the paper's value, and a note."""
+def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame, stale: dict | None = None) -> pd.DataFrame:
+    """Tidy table: one row per (task, algo) cell with mean ± stderr over seeds, the paper's value, a note, and
+    why its records are stale (`stale`, empty when current)."""
     tasks = plan["spec"]["tasks"] if plan else sorted(set(df["task"]), key=order(TASKS))
     algos = plan["spec"]["algos"] if plan else sorted(set(df["algo"]), key=order(ALGOS))
     algos = sorted(algos, key=order(ALGOS))
@@ -91,6 +114,7 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame) -> pd.Da
                 row.update(status="not planned", note="not in this experiment")
             else:
                 row.update(status="not run", note="not run yet")
+            row["stale"] = stale_reason(stale or {}, task, algo) if len(cell) else ""
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -100,15 +124,16 @@ def order(names: list[str]):
 
 
 def fmt_cell(row) -> str:
+    mark = f" [stale: {row['stale']}]" if row.get("stale") else ""
     if row["status"] != "ok":
-        return row["note"]
+        return row["note"] + mark
     se = row["normalized_stderr"]
     text = f"{row['normalized_mean']:.1f}" + ("" if math.isnan(se) else f" ± {se:.1f}")
     if not math.isnan(row["paper"]):
         text += f" ({row['paper']:g})"
     if row["seeds"] < row["planned_seeds"]:
         text += f" [{row['seeds']}/{row['planned_seeds']} seeds]"
-    return text
+    return text + mark
 
 
 def wide(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
@@ -121,8 +146,9 @@ def wide(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     summary = {}
     for algo in table.columns:
         sub = ok[ok["algo"] == algo]
+        stale = int((sub["stale"] != "").sum())
         summary[algo] = (f"{sub['normalized_mean'].median():.1f} ({sub['paper'].median():.1f}), {len(sub)} tasks"
-                         if len(sub) else "—")
+                         + (f" ({stale} stale)" if stale else "") if len(sub) else "—")
     table.loc["median over tasks with a score"] = summary
     table.index = [paper.at[t, "paper_task"] if t in paper.index else t for t in table.index]
     table.columns = [ALGO_TITLES.get(a, a) for a in table.columns]
@@ -182,6 +208,8 @@ def figure(cells: pd.DataFrame, paper: pd.DataFrame, path: Path, title: str) -> 
             labels[i][j] = f"{row.normalized_mean:.0f}" + ("" if math.isnan(se) else f"\n±{se:.0f}")
         else:
             labels[i][j] = {"failed": "failed", "not run": "not run"}.get(row.status, "—")
+        if row.stale:
+            labels[i][j] += "\nstale"
     theirs = np.array([[paper.at[t, a] if t in paper.index and a in paper.columns else np.nan for a in algos]
                        for t in tasks], dtype=float)
     names = [paper.at[t, "paper_task"] if t in paper.index else t for t in tasks]
@@ -197,7 +225,15 @@ def figure(cells: pd.DataFrame, paper: pd.DataFrame, path: Path, title: str) -> 
             for j in range(len(algos)):
                 label = text[i][j] if text is not None else ("" if np.isnan(data[i, j]) else f"{data[i, j]:g}")
                 ax.text(j, i, label, ha="center", va="center", fontsize=8)
+    for row in cells[cells["stale"] != ""].itertuples(index=False):  # hatch the stale cells of our panel
+        axes[0].add_patch(plt.Rectangle((algos.index(row.algo) - 0.5, tasks.index(row.task) - 0.5), 1, 1,
+                                        fill=False, hatch="//", edgecolor="0.45", linewidth=0))
     fig.colorbar(image, ax=axes, shrink=0.8, label="normalized score (0 = min, 50 = dataset avg, 100 = max)")
+    stale = cells[cells["stale"] != ""].drop_duplicates(["task", "stale"])
+    if len(stale):
+        names_of = dict(zip(tasks, names))
+        fig.supxlabel("hatched = stale, values kept from older records: " + "; ".join(
+            f"{names_of[r.task]}: {r.stale}" for r in stale.itertuples(index=False)), fontsize=8, wrap=True)
     fig.suptitle(title)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -211,7 +247,7 @@ def build(records_dir: Path, name: str, out_dir: Path, paper_path: Path = PAPER_
     paper = read_paper(paper_path)
     plan = read_plan(records_dir)
     df = select_records(load_records(records_dir), plan)
-    cells = aggregate(df, plan, paper)
+    cells = aggregate(df, plan, paper, stale_marks(plan))
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex", "png")}
     cells.to_csv(paths["csv"], index=False, float_format="%.6g")
@@ -220,6 +256,9 @@ def build(records_dir: Path, name: str, out_dir: Path, paper_path: Path = PAPER_
     notes = [f"Normalized scores (0 = minimum return, 50 = dataset average, 100 = maximum): mean ± standard error "
              f"over seeds (seeds {seeds}), the paper's Table 2 value in parentheses.",
              "", f"Records: `{records_dir}` — {provenance(df)}.",
+             *(["", "Cells marked `[stale: <reason>]` keep the values of records that predate a change their config "
+                    "hash does not capture (the experiment's `sweep.stale`) until they are re-run."]
+               if (cells["stale"] != "").any() else []),
              "", "Built by `python -m lmrl.report` from the records (not edited by hand)."]
     paths["md"].write_text(to_markdown(table, f"{name}: LMRL-Gym Table 2, ours vs the paper", notes))
     paths["tex"].write_text(to_latex(table, f"{name}: normalized scores, mean $\\pm$ stderr over seeds "

@@ -105,6 +105,56 @@ def test_report_numbers_by_hand(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
+def test_report_marks_stale_cells_and_keeps_their_values(tmp_path):
+    """`sweep.stale` marks a whole task ({task: reason}) or single cells ({task: {algo: reason}}) in every output;
+    a stale cell keeps its score, and cells without records get no mark."""
+    records = tmp_path / "records"
+    plan = []
+    for i, (task, algo, ret) in enumerate([("maze_fo", "bc", -83.0), ("maze_fo", "ilql", -6.84),
+                                           ("maze_po", "bc", -83.0), ("maze_po", "ilql", -83.0)]):
+        write_record(records, record(task, algo, 0, ret, f"h{i}"))
+        plan.append({"task": task, "algo": algo, "seed": 0, "digest": f"h{i}"})
+    plan.append({"task": "chess", "algo": "bc", "seed": 0, "digest": "h9"})  # never ran
+    spec = {"tasks": ["maze_fo", "maze_po", "chess"], "algos": ["bc", "ilql"], "seeds": [0],
+            "stale": {"maze_fo": "old maze", "maze_po": {"ilql": "old critic"}, "chess": "old engine"}}
+    (records / "plan.json").write_text(json.dumps({"experiment": "synthetic", "spec": spec, "cells": plan}))
+
+    paths = build(records, "stale", tmp_path / "out")
+    cells = {(r["task"], r["algo"]): r for r in
+             __import__("pandas").read_csv(paths["csv"], keep_default_na=False).to_dict("records")}
+    assert cells[("maze_fo", "ilql")]["stale"] == "old maze" and float(cells[("maze_fo", "ilql")]["normalized_mean"]) == 100
+    assert cells[("maze_po", "ilql")]["stale"] == "old critic" and cells[("maze_po", "bc")]["stale"] == ""
+    assert cells[("chess", "bc")]["stale"] == "" and cells[("chess", "bc")]["status"] == "not run"
+    md = paths["md"].read_text()
+    assert "| FO Maze | 50.0 (58.2) [stale: old maze] | 100.0 (99.9) [stale: old maze] |" in md
+    assert "| PO Maze | 50.0 (53.1) | 50.0 (76.3) [stale: old critic] |" in md
+    assert "2 tasks (1 stale)" in md and "2 tasks (2 stale)" in md and "`[stale: <reason>]`" in md
+    assert r"100.0 (99.9) [stale: old maze]" in paths["tex"].read_text()
+    # the experiment's config, as it is now, wins over the plan's copy (marks come after the runs)
+    from lmrl.report import read_plan, stale_marks
+
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()
+    (experiments / "synthetic.yaml").write_text("# @package _global_\nsweep:\n  stale:\n    maze_po: new reason\n")
+    assert stale_marks(read_plan(records), experiments) == {"maze_po": "new reason"}
+    (experiments / "synthetic.yaml").write_text("sweep:\n  workers: 2\n")
+    assert stale_marks(read_plan(records), experiments) == {}
+    assert stale_marks(None) == {}
+
+
+def test_table2_small_marks_the_cells_run_before_issue_19():
+    """Wordle ran on the old word list, 20Q and Guess My City on the old oracles: the committed table says so."""
+    from lmrl.report import stale_marks
+
+    stale = stale_marks({"experiment": "table2_small"})
+    assert set(stale) == {"wordle", "twenty_questions", "guess"} and all("issue 19" in r for r in stale.values())
+    md = (ROOT / "results" / "table2_small.md").read_text()
+    for task in ("Wordle", "20Qs", "Guess My City"):
+        [row] = [line for line in md.splitlines() if line.startswith(f"| {task} |")]
+        assert row.count("[stale: ") == 7
+    assert "[stale: " not in next(line for line in md.splitlines() if line.startswith("| FO Maze |"))
+
+
 def run_sweep(args, cache, timeout=900):
     cmd = [sys.executable, "-m", "launchers.sweep", "experiment=table2_small", *args, "--runs-dir", str(cache / "runs")]
     proc = subprocess.run(cmd, cwd=ROOT, env=cli_env(cache, WANDB_MODE="offline"), capture_output=True, text=True,
