@@ -2,7 +2,7 @@
 
     python -m launchers.sweep experiment=table2_small            # locally, `sweep.workers` cells at a time
     python -m launchers.sweep experiment=table2                  # Slurm (submitit) when sbatch exists, else locally
-    python -m launchers.sweep experiment=table2_small --dry-run  # the cells, their overrides and what is done
+    python -m launchers.sweep experiment=table2_small --dry-run  # the cells, what is done, what they cost
     python -m launchers.sweep experiment=table2_small --only task=maze_fo algo=bc,ilql   # a subset
 
 Each cell is one `python -m lmrl.train +experiment=<name> task=.. algo=.. seed=.. <overrides>`;
@@ -13,6 +13,7 @@ checkpoint continues from it: `resume=<its run dir>`).  A cell that fails gets a
 `sweep.skip: {<task>: {<algo>: <reason>}}` leaves cells out of the plan (the report prints the reason in
 their cells); `sweep.skip=null` on the command line runs them.
 Logs: `<records.dir>/logs/<task>__<algo>__s<seed>.log`; the plan: `<records.dir>/plan.json`.
+A dry run also prints each cell's tokens, FLOPs, GPU-hours and peak memory per process (launchers/sizing.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
+from launchers import sizing
 from lmrl.dist import child_env
 from lmrl.records import config_hash, failed_record, find_record, skip_reason, write_record
 from lmrl.train import resumable
@@ -72,6 +74,7 @@ class Sweep:
     spec: dict
     records: Path
     cells: list[Cell] = field(default_factory=list)
+    configs: dict = field(default_factory=dict)  # each cell's composed config, by cell name
 
 
 def experiments() -> list[str]:
@@ -123,7 +126,7 @@ def plan(experiment: str, extra: list[str], only: dict[str, set[str]]) -> Sweep:
     # Cells of a seed beyond the first wait for every task's first seed: a short sweep still covers the table.
     sweep.cells.sort(key=lambda c: (c.algo in ("prompt",), order_of(spec["seeds"], c.seed)))
     for cell in sweep.cells:
-        cfg = compose_cfg(cell.overrides)
+        cfg = sweep.configs[cell.name] = compose_cfg(cell.overrides)
         cell.digest = config_hash(cfg)
         cell.done = find_record(records, cell.digest) is not None
         cell.status = "done" if cell.done else "todo"
@@ -260,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wandb", action=argparse.BooleanOptionalAction, default=None,
                         help="log every run to one W&B group (default: sweep.wandb)")
     parser.add_argument("--runs-dir", type=Path, help="run directories (default: outputs/sweeps/<experiment>)")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and its cost, and stop")
+    sizing.add_arguments(parser)
     args = parser.parse_args(argv)
     experiment = args.experiment.removeprefix("experiment=").removeprefix("+experiment=")
     sweep = plan(experiment, args.overrides, parse_only(args.only))
@@ -272,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for c in sweep.cells:
             print(f"  [{'x' if c.done else ' '}] {c.label:42s} {c.digest}  {' '.join(c.overrides[4:])}")
+        if not args.no_costs:
+            print(sizing.report(sweep, args, args.launcher or sweep.spec.get("launcher", "local")))
         return 0  # a dry run leaves plan.json (the last run's per-cell status and times) as it is
     write_plan(sweep)
     group = f"{sweep.experiment}" if use_wandb else None
