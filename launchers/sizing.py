@@ -210,6 +210,7 @@ class CellCost:
     hardware: scaling.Hardware
     tokenizer: str = ""
     cells: list = field(default_factory=list)  # the sweep's cells with this cost (one per seed)
+    error: str = ""  # why it could not be costed (the row says n/a; the cells are still listed)
 
     @property
     def flops(self) -> float:
@@ -262,7 +263,12 @@ def sweep_costs(sweep, launcher: str, n: int) -> list[CellCost]:
     for cell in sweep.cells:
         key = (cell.task, cell.algo)
         if key not in costs:
-            costs[key] = cell_cost(sweep.configs[cell.name], sweep.spec, launcher, n)
+            cfg = sweep.configs[cell.name]
+            try:
+                costs[key] = cell_cost(cfg, sweep.spec, launcher, n)
+            except Exception as err:  # noqa: BLE001 - a dry run still lists the plan; the reason is printed
+                costs[key] = CellCost(cell.task, cell.algo, [], None, hardware(cfg, sweep.spec, launcher),
+                                      error=f"{type(err).__name__}: {err}")
         costs[key].cells.append(cell)
     order = lambda c: (index(sweep.spec["tasks"], c.task), index(sweep.spec["algos"], c.algo))  # noqa: E731
     return sorted(costs.values(), key=order)
@@ -304,6 +310,8 @@ def row(cost: CellCost, args) -> list[str]:
     gb = {col: sum(memory.get(k, 0.0) for k in keys) / 1e9 for col, keys in MEMORY_COLUMNS.items()}
     peak = sum(memory.values()) / 1e9
     flag = "!" if peak > args.gpu_mem_gb else ""
+    if cost.error:
+        return [cost.task, cost.algo, str(len(cost.cells)), *["n/a"] * (len(HEADER) - 3)]
     return [cost.task, cost.algo, str(len(cost.cells)), human(cost.shape.params) if cost.shape else "-",
             human(final.data_tokens) if final else "-",
             f"{final.epochs:.3g}" if final and final.epochs is not None else "-",
@@ -372,7 +380,7 @@ def report(sweep, args, launcher: str) -> str:
     lines = [table([HEADER, *(row(c, args) for c in costs), total]),
              f"still to run: {figure(t['todo_hours'])} GPU-h at the measured utilisation "
              f"({sum(not c.done for c in sweep.cells)} cells)",
-             assumptions(costs, args)]
+             *(f"n/a {c.task}/{c.algo}: {c.error[-300:]}" for c in costs if c.error), assumptions(costs, args)]
     return "\n".join(lines)
 
 

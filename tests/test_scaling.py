@@ -213,3 +213,16 @@ def test_paper_scale_cell_without_downloads(tmp_path, monkeypatch, capsys):
                            "--only", "task=wordle", "algo=bc", "seed=0"])
     row = next(ln for ln in out.splitlines() if ln.startswith("wordle "))
     assert row.split()[3] == "124M" and "ZeRO-2 fp32 x1 process(es)" in out
+
+
+def test_a_cell_that_cannot_be_costed_says_why(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LMRL_CACHE", str(tmp_path / "cache"))
+
+    def broken(*args):
+        raise RuntimeError("the generator is broken")
+
+    monkeypatch.setattr(sizing, "sample_episodes", broken)
+    out = run_dry(capsys, ["experiment=table2_small", f"records.dir={tmp_path}", "--dry-run", "--only",
+                           "task=maze_fo", "algo=bc", "seed=0"])
+    assert "maze_fo/bc/s0" in out  # the plan is still listed
+    assert "n/a maze_fo/bc: RuntimeError: the generator is broken" in out
