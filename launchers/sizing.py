@@ -7,9 +7,9 @@ for the cell's hardware (`lmrl/scaling.py` holds the arithmetic and its conventi
 Token statistics come from a sample of each dataset — its first `--plan-sample` episodes (256), made by
 the dataset's own recipe (every generator is deterministic per episode index, so they are the full
 dataset's first episodes) — tokenized as the cell's model would (`model=tiny`: a BPE trained on the
-sample; a pretrained model: its own tokenizer when it is on this machine, else `CHARS_PER_TOKEN`),
-cut into training sequences and rollout prompts by the trainers' own code, and scaled to the recipe's
-episode count.  A sample's per-segment token counts are cached as
+sample; a pretrained model: its own tokenizer when it is on this machine, else `CHARS_PER_TOKEN`,
+GPT-2's measured ratios), cut into training sequences and rollout prompts by the trainers' own code,
+and scaled to the recipe's episode count.  A sample's per-segment token counts are cached as
 `<cache_dir>/plan/<task>/<recipe key>-<model key>.json` (keyed like the datasets), so a second dry run
 is instant.
 """
@@ -37,15 +37,14 @@ from lmrl.task import recipe_key
 from lmrl.utils import atomic_write_text
 
 SAMPLE_EPISODES = 256
-# Characters per token of a byte-level BPE on each task's text, for a pretrained model whose tokenizer is
-# not on this machine (model=gpt2 offline).  Measured with SmolLM2-135M's tokenizer (a 49k byte-level BPE,
-# the one pretrained tokenizer that ships offline here) on the first 256 episodes of each task's default
-# dataset, segment by segment (`python -m launchers.sizing --chars-per-token`); a segment then counts
-# max(1, round(chars / ratio)) tokens, within 3.2% of that tokenizer's total on every task.  GPT-2 merges
-# digit runs that SmolLM2 splits, so number-heavy text (car prices) is slightly overcounted for GPT-2.
-CHARS_PER_TOKEN = {"maze_fo": 3.343, "maze_po": 3.650, "wordle": 1.688, "text_nav_fo": 3.788,
-                   "text_nav_po": 3.761, "twenty_questions": 2.762, "guess": 3.791, "car_dealer": 2.904,
-                   "endgames": 1.386, "chess": 1.478}
+# Characters per token of GPT-2's BPE on each task's text, for a pretrained model whose tokenizer is not on
+# this machine (model=gpt2 offline).  Measured with GPT-2's own vocab.json and merges.txt (the hash-pinned
+# copy tests/test_gpt2_shape.py fetches) on the first 256 episodes of each task's default dataset, segment
+# by segment: `python -m launchers.sizing --gpt2-bpe <dir>`.  A segment then counts max(1, round(chars /
+# ratio)) tokens, within 3.2% of the tokenizer's total on every task (Twenty Questions -3.2%, others <= 1.6%).
+CHARS_PER_TOKEN = {"maze_fo": 3.739, "maze_po": 3.650, "wordle": 1.688, "text_nav_fo": 3.853,
+                   "text_nav_po": 3.832, "twenty_questions": 2.761, "guess": 3.816, "car_dealer": 3.338,
+                   "endgames": 1.664, "chess": 1.784}
 DEFAULT_CHARS_PER_TOKEN = 3.0
 # (layers, width, heads) of the published GPT-2 checkpoints (vocabulary 50257, context 1024): their shape
 # without their config file, which offline machines do not have.
@@ -364,7 +363,8 @@ def assumptions(costs: list[CellCost], args) -> str:
              f"GPU-h = FLOPs / (utilisation x {args.peak_tflops:g} TFLOP/s) at {util}; GPU-h@tgt at "
              f"{args.target_mfu:.0%}; a BC stage the RL cells of a (task, seed) share is counted once in the total",
              f"tokens: the first {args.plan_sample} episodes of each dataset, scaled to its size; tokenized with "
-             + ", ".join(sorted({f"{c.task} {c.tokenizer}" for c in costs if c.tokenizer})),
+             + ", ".join(sorted({f"{c.task} {c.tokenizer}" for c in costs if c.tokenizer}))
+             + " (chars/token: GPT-2's BPE measured on the task's data, for a tokenizer not on this machine)",
              "memory, GB per process at the stage/phase in `at`, a batch padded to the sample's longest sequence: "
              "state = weights + grads + AdamW (ZeRO-sharded); frozen = ILQL target, PPO reference, the BC policy at "
              "evaluation, ZeRO-3's rollout replica; activ = 34 B x tokens x width x layers (16-bit activations, "
@@ -390,20 +390,25 @@ def chars_per_token(texts: list[str], count) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`--chars-per-token`: re-measure CHARS_PER_TOKEN with SmolLM2's tokenizer on each task's first episodes."""
+    """Re-measure CHARS_PER_TOKEN: GPT-2's BPE (a directory with its vocab.json and merges.txt) on the first
+    episodes of each task's default dataset."""
     from hydra import compose, initialize_config_dir
+    from transformers import GPT2Tokenizer
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--chars-per-token", action="store_true", required=True)
+    parser.add_argument("--gpt2-bpe", type=Path, required=True, help="directory with vocab.json and merges.txt")
     parser.add_argument("--episodes", type=int, default=SAMPLE_EPISODES)
     args = parser.parse_args(argv)
+    tokenizer = GPT2Tokenizer(vocab=str(args.gpt2_bpe / "vocab.json"), merges=str(args.gpt2_bpe / "merges.txt"))
+    count = lru_cache(maxsize=1 << 16)(lambda text: len(tokenizer(text)["input_ids"]))
     conf = Path(__file__).resolve().parent.parent / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         for task in CHARS_PER_TOKEN:
-            cfg = compose("train", overrides=[f"task={task}", "model=smollm2"])
-            texts = [t.text for ep in sample_episodes(cfg.task, args.episodes)[0] for t in ep.turns]
-            count, label = segment_counter(OmegaConf.to_container(cfg.model, resolve=True), task, texts)
-            print(f"{task:18s} {chars_per_token(texts, count):.3f} chars/token ({label})")
+            texts = [t.text for ep in sample_episodes(compose("train", [f"task={task}"]).task, args.episodes)[0]
+                     for t in ep.turns]
+            estimate = sum(max(1, round(len(t) / chars_per_token(texts, count))) if t else 0 for t in texts)
+            print(f"{task:18s} {chars_per_token(texts, count):.3f} chars/token; per-segment estimate "
+                  f"{estimate / sum(map(count, texts)) - 1:+.1%} of the tokenizer's total")
 
 
 if __name__ == "__main__":
