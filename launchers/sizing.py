@@ -137,36 +137,47 @@ def sample_episodes(task_cfg, n: int) -> tuple[list[Episode], float]:
     return list(instantiate(recipe)), size
 
 
-def segment_counter(model: dict, task: str, texts: list[str]):
-    """(text -> token count, what it is): the model's tokenizer, else the task's characters-per-token ratio."""
+def counting(model: dict, task: str) -> str:
+    """How a sample's segments are counted: "tiny" (a BPE trained on the sample), "pretrained" (the model's
+    tokenizer is on this machine) or "ratio:<chars per token>"."""
     kind = target_name(model)
     if kind == "build_tiny":
+        return "tiny"
+    if kind == "load_pretrained" and on_this_machine(pretrained_source(model)[0]):
+        return "pretrained"
+    return f"ratio:{CHARS_PER_TOKEN.get(task, DEFAULT_CHARS_PER_TOKEN)}"
+
+
+def segment_counter(model: dict, task: str, texts: list[str]):
+    """(text -> token count, what it is), by `counting`."""
+    method = counting(model, task)
+    if method.startswith("ratio:"):
+        ratio = float(method.removeprefix("ratio:"))
+        return (lambda text: max(1, round(len(text) / ratio)) if text else 0), f"{ratio} chars/token"
+    if method == "tiny":
         from lmrl.models.factory import train_tokenizer
 
         tokenizer = train_tokenizer(texts, model["vocab_size"])
         label = f"BPE-{model['vocab_size']} trained on the sample"
-    elif kind == "load_pretrained" and on_this_machine(pretrained_source(model)[0]):
+    else:
         from transformers import AutoTokenizer
 
         path, kwargs = pretrained_source(model)
         tokenizer, label = AutoTokenizer.from_pretrained(path, **kwargs), f"{model['name']}'s tokenizer"
-    else:
-        ratio = CHARS_PER_TOKEN.get(task, DEFAULT_CHARS_PER_TOKEN)
-        return (lambda text: max(1, round(len(text) / ratio)) if text else 0), f"{ratio} chars/token"
     # task text repeats a lot: each distinct segment is tokenized once
     return lru_cache(maxsize=1 << 16)(lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])), label
 
 
 def profile_path(cfg, n: int) -> Path:
-    """Keyed like the dataset (its recipe, generator sources) plus the model that tokenizes it."""
+    """Keyed like the dataset (its recipe, generator sources) plus the model and how its tokens are counted."""
     if cfg.task.data.path:
         stat = Path(cfg.task.data.path).stat()
         data_key = hashlib.sha256(f"{cfg.task.data.path}:{stat.st_size}:{stat.st_mtime}".encode()).hexdigest()[:12]
     else:
         data_key = recipe_key(OmegaConf.create(sample_source(cfg.task, n)[0]))
-    model = json.dumps(OmegaConf.to_container(cfg.model, resolve=True), sort_keys=True)
-    model_key = hashlib.sha256(model.encode()).hexdigest()[:8]
-    return Path(cfg.cache_dir) / "plan" / cfg.task.name / f"{data_key}-{model_key}.json"
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    model_key = hashlib.sha256(json.dumps([model, counting(model, cfg.task.name)], sort_keys=True).encode())
+    return Path(cfg.cache_dir) / "plan" / cfg.task.name / f"{data_key}-{model_key.hexdigest()[:8]}.json"
 
 
 def segment_profile(cfg, n: int) -> dict:

@@ -226,3 +226,14 @@ def test_a_cell_that_cannot_be_costed_says_why(tmp_path, monkeypatch, capsys):
                            "task=maze_fo", "algo=bc", "seed=0"])
     assert "maze_fo/bc/s0" in out  # the plan is still listed
     assert "n/a maze_fo/bc: RuntimeError: the generator is broken" in out
+
+
+def test_the_sample_cache_key_follows_how_tokens_are_counted(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMRL_CACHE", str(tmp_path))
+    monkeypatch.setattr(sizing, "on_this_machine", lambda path: False)  # GPT-2's tokenizer counted by its ratio
+    cfg = sweep.compose_cfg(["task=wordle", "model=gpt2"])
+    before = sizing.profile_path(cfg, 8)
+    # a re-measured ratio is a new cache entry, not stale counts
+    monkeypatch.setitem(sizing.CHARS_PER_TOKEN, "wordle", 2.0)
+    assert sizing.profile_path(cfg, 8) != before
+    assert sizing.profile_path(cfg, 9) != sizing.profile_path(cfg, 8)  # a different sample size too
