@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from lmrl.dist import OptimConfig, TorchEngine, init_distributed, is_main, param_groups, warmup_cosine
+from lmrl.dist import Autocast, OptimConfig, TorchEngine, init_distributed, is_main, param_groups, warmup_cosine
 
 
 def _deepspeed():
@@ -42,9 +42,10 @@ def _deepspeed():
 
 
 class DeepSpeedEngine:
+    guards_steps = False  # DeepSpeed applies any step: trainers check the loss first
     def __init__(self, stage: int = 2, precision: str = "fp32", offload_optimizer: bool = False,
                  offload_param: bool = False, ds_optimizer: bool = False, config: dict | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, compile: bool = False):
         if stage not in (1, 2, 3):
             raise ValueError(f"ZeRO stage must be 1, 2 or 3, got {stage}")
         if precision not in ("fp32", "bf16", "fp16"):
@@ -56,14 +57,22 @@ class DeepSpeedEngine:
         self.extra = dict(config or {})
         self.init_kwargs = {"stage": stage, "precision": precision, "offload_optimizer": offload_optimizer,
                             "offload_param": offload_param, "ds_optimizer": ds_optimizer, "config": config,
-                            "threads": threads}
+                            "threads": threads, "compile": compile}
+        self.compile = compile
         if threads:
             torch.set_num_threads(threads)
         self.sharded = stage == 3
         self.ds = None
         self.frozen: list = []
         self.global_step = 0
-        self.device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if torch.cuda.is_available() else "cpu")
+
+    @property
+    def device(self) -> torch.device:
+        """Where DeepSpeed puts this process's model: its accelerator's device for our local rank."""
+        if self.ds is not None:
+            return torch.device(self.ds.device)
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        return torch.device(_deepspeed().accelerator.get_accelerator().device_name(local))
 
     def spawn(self) -> "DeepSpeedEngine":
         return type(self)(**self.init_kwargs)
@@ -94,12 +103,10 @@ class DeepSpeedEngine:
         return _merge(cfg, self.extra)
 
     # -- setup --
-    def setup(self, model: torch.nn.Module, optim: OptimConfig | None) -> None:
+    def setup(self, model: torch.nn.Module, optim: OptimConfig) -> None:
+        """The trained model, sharded, with its optimizer and schedule (inference-only models: `place`)."""
         deepspeed = _deepspeed()
         init_distributed(force=True)
-        if optim is None:
-            self.ds = deepspeed.initialize(model=model, config=self.ds_config())[0]
-            return
         cfg = self.ds_config(optim.grad_clip)
         groups = param_groups(model, optim.weight_decay)
         if self.ds_optimizer:
@@ -111,20 +118,31 @@ class DeepSpeedEngine:
         schedule = lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, optim))  # noqa: E731
         self.ds, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model, model_parameters=groups, optimizer=optimizer, lr_scheduler=schedule, config=cfg)
+        if self.compile:
+            self.ds.compile()
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
         """Stage 3: partitioned like the trained model (an optimizer-less engine); else a replica."""
         module = module.eval().requires_grad_(False)
-        if not self.sharded:
-            return module.to(self.device)
+        if not self.sharded:  # fp32 weights (a Polyak average needs them), forward in the run's precision
+            return Autocast(module.to(self.device), self.device, self.precision)
         engine = _deepspeed().initialize(model=module, config=self.ds_config())[0]
         engine.eval()
         self.frozen.append(engine)
         return engine
 
+    # -- the device boundary (as plain torch's) --
+    to_device = TorchEngine.to_device
+
+    def place(self, module: torch.nn.Module) -> torch.nn.Module:
+        """A whole-weights model for inference on this process's device, in the dtype DeepSpeed trains
+        in (bf16/fp16 runs hold low-precision weights: a policy and a critic acting together match)."""
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision, torch.float32)
+        return module.to(self.device, dtype=dtype)
+
     # -- training --
     def forward(self, **batch):
-        batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
+        """The trained model on a batch already on the device (`to_device`)."""
         return self.ds(**batch)
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -135,7 +153,11 @@ class DeepSpeedEngine:
         self.ds.step()
         self.global_step += 1
         norm = self.ds.get_global_grad_norm()
-        return {"grad_norm": float(norm) if norm is not None else float("nan"), "lr": lr}
+        return {"grad_norm": norm if norm is not None else float("nan"), "lr": lr}
+
+    def check_steps(self) -> int:
+        """DeepSpeed steps whatever it is given: trainers check each loss before backward instead."""
+        return 0
 
     def train(self) -> None:
         self.ds.train()

@@ -188,6 +188,18 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def move(tree, device: torch.device):
+    """Every tensor in a (nested) dict / list / tuple on `device`; anything else unchanged.
+    Host-to-GPU copies are issued without waiting (the next kernel on the stream orders them)."""
+    if torch.is_tensor(tree):
+        return tree.to(device, non_blocking=device.type == "cuda")
+    if isinstance(tree, dict):
+        return {k: move(v, device) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(move(v, device) for v in tree)
+    return tree
+
+
 def write_step(directory: Path, global_step: int) -> None:
     (directory / "lmrl_state.json").write_text(json.dumps({"global_step": global_step}))
 
@@ -197,41 +209,81 @@ def read_step(directory: Path) -> int | None:
     return json.loads(state.read_text())["global_step"] if state.exists() else None
 
 
+# -- precision -----------------------------------------------------------------------------------
+# Mixed precision on plain torch: weights and optimizer state stay fp32, matmuls run in the low
+# precision under autocast.  Losses cast what they reduce to fp32 themselves.
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(device: torch.device, precision: str):
+    dtype = AUTOCAST[precision]
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+class Autocast(torch.nn.Module):
+    """A frozen model whose forward runs in `precision` (fp32 weights kept: a Polyak average needs them).
+    Parameters, state dict and attributes are the wrapped model's."""
+
+    def __init__(self, module: torch.nn.Module, device: torch.device, precision: str):
+        super().__init__()
+        self.module, self.device_, self.precision = module, device, precision
+
+    def forward(self, *args, **kwargs):
+        with autocast(self.device_, self.precision):
+            return self.module(*args, **kwargs)
+
+    def state_dict(self, *args, **kwargs):
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state, *args, **kwargs):
+        return self.module.load_state_dict(state, *args, **kwargs)
+
+
 # -- plain PyTorch -------------------------------------------------------------------------------
 class TorchEngine:
     """Plain PyTorch on one device, with optional bf16 autocast; DDP when several processes run."""
 
     sharded = False  # every process holds whole parameters (ZeRO-3 does not)
+    guards_steps = True  # `step` skips non-finite updates itself (see `step`)
 
-    def __init__(self, device: str = "auto", precision: str = "fp32", threads: int | None = None):
-        if precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
+    def __init__(self, device: str = "auto", precision: str = "fp32", threads: int | None = None,
+                 compile: bool = False):
+        if precision not in AUTOCAST:
+            raise ValueError(f"precision must be one of {', '.join(AUTOCAST)}, got {precision!r}")
         if device == "auto":
             device = f"cuda:{topology()[2]}" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.precision = precision
-        self.init_kwargs = {"device": device, "precision": precision, "threads": threads}
+        self.init_kwargs = {"device": device, "precision": precision, "threads": threads, "compile": compile}
+        self.compile = compile
         if threads:
             torch.set_num_threads(threads)
         self.model: torch.nn.Module | None = None
         self.wrapped: torch.nn.Module | None = None  # the DDP wrapper when world > 1
         self.optimizer = None
         self.scheduler = None
+        # fp16 needs loss scaling (its range underflows small gradients); bf16 and fp32 do not
+        self.scaler = torch.amp.GradScaler(self.device.type) if precision == "fp16" else None
+        # One fused AdamW kernel (3-10x the multi-tensor one's speed on this CPU too: `make bench`); it can
+        # skip a step on the device, so the non-finite guard needs no host sync
+        self.fused = self.device.type in ("cuda", "cpu")
+        self.nonfinite_steps = torch.zeros((), dtype=torch.long, device=self.device)
         self.global_step = 0
 
-    def setup(self, model: torch.nn.Module, optim: OptimConfig | None) -> None:
-        """Place the model; with `optim` also build optimizer and schedule (None = inference only)."""
+    def setup(self, model: torch.nn.Module, optim: OptimConfig) -> None:
+        """Place the trained model and build its optimizer and schedule (inference-only models: `place`)."""
         self.model = model.to(self.device)
         self.wrapped = self.model
-        if optim is None:
-            return
         if init_distributed() and world_size() > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.wrapped = DistributedDataParallel(self.model, device_ids=ids)
+        if self.compile:  # graphs are traced on the first steps; sequence lengths vary, so shapes are dynamic
+            self.wrapped = torch.compile(self.wrapped, dynamic=True)
         self.optim_cfg = optim
-        self.optimizer = torch.optim.AdamW(param_groups(model, optim.weight_decay), lr=optim.lr, betas=optim.betas)
+        self.optimizer = torch.optim.AdamW(param_groups(model, optim.weight_decay), lr=optim.lr, betas=optim.betas,
+                                           **({"fused": True} if self.fused else {}))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: warmup_cosine(s, optim))
 
     def spawn(self) -> "TorchEngine":
@@ -239,27 +291,56 @@ class TorchEngine:
         return type(self)(**self.init_kwargs)
 
     def autocast(self):
-        if self.precision == "bf16":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return autocast(self.device, self.precision)
+
+    # -- the device boundary --
+    def to_device(self, tree):
+        """A batch (or any nest of tensors) on the engine's device: the one place host data crosses over."""
+        return move(tree, self.device)
+
+    def place(self, module: torch.nn.Module) -> torch.nn.Module:
+        """A whole-weights model for inference (a policy to sample from) on this process's device."""
+        return module.to(self.device)
 
     def forward(self, **batch):
-        batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
+        """The trained model on a batch already on the device (`to_device`)."""
         with self.autocast():
             return self.wrapped(**batch)
 
     def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
-    def step(self) -> dict[str, float]:
-        """Clip, step optimizer and schedule, zero grads; returns the pre-clip grad norm and the lr used."""
+    def step(self) -> dict:
+        """Clip, step optimizer and schedule, zero grads.  Returns the pre-clip grad norm (a device tensor:
+        reading it is a host sync, left to the caller's logging steps) and the lr used.
+
+        A step whose gradients are not finite leaves the weights and moments alone and is counted in
+        `nonfinite_steps` (`check_steps` raises on it); with the fused optimizer this is decided on the
+        device.  fp16: gradients are unscaled before clipping, and the loss scaler skips overflowing
+        steps itself (an overflow is expected there, not an error)."""
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
         lr = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            bad = ~torch.isfinite(grad_norm)
+            self.nonfinite_steps += bad
+            if self.fused:
+                self.optimizer.found_inf = bad.float()  # the fused kernel skips the update when set
+                self.optimizer.step()
+            elif not bool(bad):
+                self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
-        return {"grad_norm": float(grad_norm), "lr": lr}
+        return {"grad_norm": grad_norm, "lr": lr}
+
+    def check_steps(self) -> int:
+        """Steps skipped for non-finite gradients so far (a host sync: call it at logging steps)."""
+        return int(self.nonfinite_steps)
 
     def train(self) -> None:
         self.model.train()
@@ -273,8 +354,8 @@ class TorchEngine:
 
     # -- frozen models and Polyak updates --
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
-        """A model that is only run forward (a target or reference network)."""
-        return module.to(self.device).eval().requires_grad_(False)
+        """A model that is only run forward (a target or reference network), in the engine's precision."""
+        return Autocast(module.to(self.device).eval().requires_grad_(False), self.device, self.precision)
 
     def local_tensors(self, module: torch.nn.Module | None = None) -> list[torch.Tensor]:
         """The parameter tensors of `module` (default: the trained model) this process holds."""
@@ -320,7 +401,8 @@ class TorchEngine:
         """Everything resuming needs: weights, optimizer moments, schedule, step (main process writes)."""
         if is_main():
             torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                        "scheduler": self.scheduler.state_dict(), "global_step": self.global_step},
+                        "scheduler": self.scheduler.state_dict(), "global_step": self.global_step,
+                        "scaler": self.scaler.state_dict() if self.scaler is not None else None},
                        Path(directory) / "engine.pt")
 
     def load_state(self, directory: Path) -> None:
@@ -328,4 +410,6 @@ class TorchEngine:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         self.global_step = state["global_step"]

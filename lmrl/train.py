@@ -139,7 +139,7 @@ def checkpoint_policies(trainer, engine, checkpoint: Path, task: Task, eval_cfg,
         return trainer.policies(eval_cfg, seed)
     from lmrl.evaluate import load_policies
 
-    return load_policies(checkpoint, task, eval_cfg, seed)[1]
+    return load_policies(checkpoint, task, eval_cfg, seed, engine=engine)[1]
 
 
 def reusable_record(cfg: DictConfig, digest: str) -> dict | None:

@@ -27,3 +27,13 @@ def _records_outside_the_repo(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LMRL_RECORDS", str(tmp_path_factory.mktemp("records")))
         yield
+
+
+@pytest.fixture(scope="session")
+def process_group():
+    """In-process DeepSpeed runs join a one-process gloo group; DeepSpeed keeps the group it joined, so
+    the group lives for the session and is left once at the end."""
+    from lmrl.dist import shutdown
+
+    yield
+    shutdown()

@@ -52,6 +52,10 @@ class OptimFields:
 
     steps: int = 500
     batch_size: int = 64
+    # Batches by a padded-token budget instead (sequences of similar length together, at most this many
+    # tokens per batch counting padding; null = `batch_size` sequences).  What keeps a GPU busy: tens of
+    # thousands of tokens per step.
+    batch_tokens: int | None = None
     lr: float = 1e-3
     warmup_steps: int = 20
     weight_decay: float = 0.0
@@ -63,6 +67,8 @@ class OptimFields:
         for key in ("steps", "batch_size"):
             if getattr(self, key) < 1:
                 problems.append(f"{key} must be >= 1 (got {getattr(self, key)})")
+        if self.batch_tokens is not None and self.batch_tokens < 1:
+            problems.append(f"batch_tokens must be >= 1 or null (got {self.batch_tokens})")
         if not self.lr > 0:
             problems.append(f"lr must be > 0 (got {self.lr})")
         if self.warmup_steps < 0 or self.weight_decay < 0 or self.grad_clip <= 0:

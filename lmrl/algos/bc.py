@@ -101,26 +101,47 @@ class BCTrainer:
     def batches(self, seqs: Sequence[TokenSequence], start: int = 0, salt: int = 0):
         """Endless shuffled epochs of collated batches, starting at batch `start`.
 
-        Epoch e's order is a pure function of (seed, salt, e), so a resumed run sees exactly the
-        batches it would have seen.  `batch_size` is global: with several processes each takes an
-        interleaved share of every batch."""
-        bs, n, world, r = self.cfg.batch_size, len(seqs), world_size(), rank()
-        starts = range(0, max(1, n - bs + 1), bs)
-        epoch, offset = divmod(start, len(starts))
+        Epoch e's batches are a pure function of (seed, salt, e), so a resumed run sees exactly the
+        batches it would have seen.  The batch (`batch_size` sequences or `batch_tokens` tokens) is
+        global: with several processes each takes an interleaved share of every batch."""
+        world, r, epoch = world_size(), rank(), 0
+        plan = self.epoch_plan(seqs, epoch, salt)
+        while start >= len(plan):  # resuming: skip whole epochs
+            start, epoch = start - len(plan), epoch + 1
+            plan = self.epoch_plan(seqs, epoch, salt)
         while True:
-            g = torch.Generator().manual_seed(hash_seed(self.seed, salt, epoch))
-            order = torch.randperm(n, generator=g).tolist()
-            for i in starts[offset:]:
-                chunk = order[i : i + bs]
-                yield collate([seqs[j] for j in (chunk[r::world] if world > 1 else chunk)], self.tokenizer.pad_token_id)
-            epoch, offset = epoch + 1, 0
+            for chunk in plan[start:]:
+                yield self.collate([seqs[j] for j in (chunk[r::world] if world > 1 else chunk)])
+            start, epoch = 0, epoch + 1
+            plan = self.epoch_plan(seqs, epoch, salt)
+
+    def epoch_plan(self, seqs: Sequence[TokenSequence], epoch: int, salt: int = 0) -> list[list[int]]:
+        """Epoch `epoch`'s batches as lists of sequence indices."""
+        g = torch.Generator().manual_seed(hash_seed(self.seed, salt, epoch))
+        n, bs = len(seqs), self.cfg.batch_size
+        order = torch.randperm(n, generator=g).tolist()
+        if self.cfg.batch_tokens:
+            return token_batches(order, sequence_lengths(seqs), self.cfg.batch_tokens, g)
+        return [order[i : i + bs] for i in range(0, max(1, n - bs + 1), bs)]
+
+    def collate(self, seqs: Sequence[TokenSequence]) -> dict:
+        """A padded batch on the engine's device: every tensor a loss sees crosses over here.
+        `num_tokens` (its real tokens, counted on the host) needs no device sync to read."""
+        return {**self.engine.to_device(collate(seqs, self.tokenizer.pad_token_id)),
+                "num_tokens": sum(len(s) for s in seqs)}
+
+    def check_steps(self, loss: torch.Tensor, step: int, logs: dict) -> None:
+        """At logging steps: stop if this loss, or any step since the last check, was not finite (the
+        engine skipped those updates, so the weights and the last checkpoint are still good)."""
+        check_finite(loss, f"{self.cfg.name} loss at step {step}", logs, self.checkpointer)
+        skipped = self.engine.check_steps()
+        if skipped:
+            check_finite(torch.tensor(float("nan")), f"{self.cfg.name} gradient in {skipped} step(s) up to step "
+                         f"{step} (their updates were skipped)", logs, self.checkpointer)
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-        dev = out.logits.device
-        loss = bc_loss(out.logits, batch["input_ids"].to(dev), batch["action_mask"].to(dev),
-                       batch["attention_mask"].to(dev))
-        return loss, {}
+        return bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"]), {}
 
     def after_step(self) -> None:
         """Hook after each completed optimizer step (ILQL updates its target here)."""
@@ -137,17 +158,22 @@ class BCTrainer:
         for step in bar:
             batch = next(batches)
             loss, logs = self.loss(batch)
-            check_finite(loss, f"{self.cfg.name} loss at step {step}", logs, self.checkpointer)
+            if not self.engine.guards_steps:  # a host sync each step; a guarding engine skips bad steps itself
+                check_finite(loss, f"{self.cfg.name} loss at step {step}", logs, self.checkpointer)
             self.engine.backward(loss)
             stats = self.engine.step()
             self.after_step()  # ILQL: target update only after a completed optimizer step
-            tokens += int(batch["attention_mask"].sum())
-            if step % self.cfg.log_every == 0 or step == self.cfg.steps - 1:
+            tokens += batch["num_tokens"]
+            due = self.checkpointer is not None and self.checkpointer.due(step + 1)
+            log_now = step % self.cfg.log_every == 0 or step == self.cfg.steps - 1
+            if log_now or due:  # never checkpoint past a bad step
+                self.check_steps(loss, step, logs)
+            if log_now:
                 value = all_mean(loss.item())  # the mean over processes (each saw its share of the batch)
                 bar.set_postfix(loss=f"{value:.4f}")
-                self.logger.log({"train/loss": value, **{f"train/{k}": v for k, v in logs.items()},
-                                 "train/lr": stats["lr"], "train/grad_norm": stats["grad_norm"]}, step=step)
-            if self.checkpointer is not None and self.checkpointer.due(step + 1):
+                self.logger.log({"train/loss": value, **{f"train/{k}": float(v) for k, v in logs.items()},
+                                 "train/lr": stats["lr"], "train/grad_norm": float(stats["grad_norm"])}, step=step)
+            if due:
                 self.checkpoint(step + 1)
         elapsed = time.perf_counter() - start
         return {"train_loss": all_mean(loss.item()), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
@@ -183,6 +209,35 @@ class BCTrainer:
         return {"sample": lm_policy(self.engine.unwrap(), self.tokenizer, self.task, eval_cfg, seed)}
 
 
+def sequence_lengths(seqs: Sequence[TokenSequence]) -> np.ndarray:
+    """Token count of every sequence (from the packed offsets when there are any: no views built)."""
+    offsets = getattr(seqs, "offsets", None)
+    return np.diff(offsets) if offsets is not None else np.array([len(s) for s in seqs])
+
+
+def token_batches(order: list[int], lengths: np.ndarray, budget: int, g: torch.Generator,
+                  window: int = 64) -> list[list[int]]:
+    """Length bucketing: `order` cut into windows of about `window` batches' worth of sequences, each
+    window sorted by length and cut greedily into batches whose padded size (count x longest) stays
+    within `budget` tokens (a longer sequence gets a batch of its own); the batches are then shuffled
+    with `g`.  Padding stays small because neighbours in a window have similar lengths."""
+    per_batch = max(1, budget // max(1, int(np.mean(lengths)) if len(lengths) else 1))
+    span = window * per_batch
+    batches: list[list[int]] = []
+    for w in range(0, len(order), span):
+        current: list[int] = []
+        longest = 0
+        for i in sorted(order[w : w + span], key=lambda j: lengths[j]):
+            if current and (len(current) + 1) * max(longest, lengths[i]) > budget:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, int(lengths[i]))
+        if current:
+            batches.append(current)
+    return [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
+
+
 def hash_seed(*parts: int) -> int:
     """A 63-bit seed from integers (stable across processes, unlike `hash`)."""
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little") >> 1
@@ -195,6 +250,7 @@ def check_finite(loss: torch.Tensor, what: str, logs: dict, checkpointer: Checkp
     last = checkpointer.latest() if checkpointer is not None else None
     where = (f"the last good checkpoint is {last} (resume with resume={checkpointer.directory.parent})" if last
              else "no checkpoint was written yet (set checkpoint.every to keep one)")
+    logs = {k: float(v) for k, v in logs.items()}
     raise FloatingPointError(f"non-finite {what} ({logs}); training stopped, {where}. Lower the learning rate "
                              f"or check the data.")
 

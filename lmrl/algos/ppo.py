@@ -34,7 +34,7 @@ from lmrl.algos.ppo_losses import (AdaptiveKL, FixedKL, gae, kl_k3, kl_penalized
                                    whiten)
 from lmrl.algos.value_losses import gather_tokens
 from lmrl.dist import shard
-from lmrl.data.tokenize import TokenSequence, collate, decision_points, next_decision_index
+from lmrl.data.tokenize import TokenSequence, decision_points, next_decision_index
 from lmrl.envs.base import Episode
 from lmrl.models.value import ValueModel
 
@@ -121,16 +121,15 @@ class PPOTrainer(OnlineTrainer):
         out = []
         for i in range(0, len(seqs), self.cfg.score_batch_size):
             chunk = seqs[i : i + self.cfg.score_batch_size]
-            batch = collate(chunk, self.tokenizer.pad_token_id)
+            batch = self.collate(chunk)
             decide = decision_points(batch["action_mask"], batch["attention_mask"])
             tokens = batch["input_ids"][:, 1:]
             model_out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-            ref_logits = self.reference(input_ids=batch["input_ids"].to(self.engine.device),
-                                        attention_mask=batch["attention_mask"].to(self.engine.device)).logits
-            columns = {
+            ref_logits = self.reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            columns = {  # the round stays on the device: scoring -> GAE -> minibatches
                 "logp": token_logprobs(model_out.logits, tokens),
                 "ref_logp": token_logprobs(ref_logits, tokens),
-                "values": model_out.v[:, :-1].float().cpu(),
+                "values": model_out.v[:, :-1].float(),
                 "rewards": batch["rewards"][:, 1:],
             }
             counts = decide.sum(dim=1).tolist()
@@ -141,9 +140,9 @@ class PPOTrainer(OnlineTrainer):
     def advantages(self, episodes_scored: list[list[dict]]) -> tuple[list[list[dict]], dict]:
         """GAE over each episode's stream of decisions (all its sequences, in order)."""
         streams = [{k: torch.cat([s[k] for s in links]) for k in links[0]} for links in episodes_scored]
-        length = max(len(s["logp"]) for s in streams)
-        valid = torch.zeros(len(streams), length, dtype=torch.bool)
-        padded = {k: torch.zeros(len(streams), length) for k in streams[0]}
+        length, device = max(len(s["logp"]) for s in streams), streams[0]["logp"].device
+        valid = torch.zeros(len(streams), length, dtype=torch.bool, device=device)
+        padded = {k: torch.zeros(len(streams), length, device=device) for k in streams[0]}
         for e, s in enumerate(streams):
             valid[e, : len(s["logp"])] = True
             for k in padded:
@@ -200,19 +199,18 @@ class PPOTrainer(OnlineTrainer):
                     raise FloatingPointError(f"non-finite PPO loss in round {round_idx}: {logs}")
                 self.engine.backward(loss)
                 stats = self.engine.step()
-                for k, v in {**logs, "grad_norm": stats["grad_norm"]}.items():
+                for k, v in {**logs, "grad_norm": float(stats["grad_norm"])}.items():
                     totals[k] = totals.get(k, 0.0) + v
                 steps += 1
         return {"train_steps": steps, **{k: v / max(steps, 1) for k, v in totals.items()}}
 
     def minibatch_loss(self, mb: list[Scored]) -> tuple[torch.Tensor, dict]:
-        batch = collate([s.seq for s in mb], self.tokenizer.pad_token_id)
+        batch = self.collate([s.seq for s in mb])
         decide = decision_points(batch["action_mask"], batch["attention_mask"])
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-        device = out.logits.device
-        logp = token_logprobs(out.logits, batch["input_ids"][:, 1:].to(device), keep_graph=True)[decide.to(device)]
-        values = out.v[:, :-1][decide.to(device)]
-        cat = lambda name: torch.cat([getattr(s, name) for s in mb]).to(device)  # noqa: E731
+        logp = token_logprobs(out.logits, batch["input_ids"][:, 1:])[decide]
+        values = out.v[:, :-1][decide]
+        cat = lambda name: torch.cat([getattr(s, name) for s in mb])  # noqa: E731
         pg, pg_logs = policy_loss(logp, cat("old_logp"), cat("advantages"), self.cfg.cliprange)
         vf, vf_logs = value_loss(values.float(), cat("old_values"), cat("returns"), self.cfg.cliprange_value)
         loss = pg + self.cfg.value_coef * vf
@@ -220,8 +218,7 @@ class PPOTrainer(OnlineTrainer):
         if self.offline is not None:
             bc_batch = next(self.offline)
             bc_out = self.engine.forward(input_ids=bc_batch["input_ids"], attention_mask=bc_batch["attention_mask"])
-            bc = bc_loss(bc_out.logits, bc_batch["input_ids"].to(device), bc_batch["action_mask"].to(device),
-                         bc_batch["attention_mask"].to(device))
+            bc = bc_loss(bc_out.logits, bc_batch["input_ids"], bc_batch["action_mask"], bc_batch["attention_mask"])
             loss = loss + self.cfg.bc_weight * bc
             logs["bc_loss"] = bc.item()
         return loss, logs
@@ -237,9 +234,7 @@ class PPOTrainer(OnlineTrainer):
         return {"sample": lm_policy(self.model.lm, self.tokenizer, self.task, eval_cfg, seed)}
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, keep_graph: bool = False) -> torch.Tensor:
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """log p(token t+1 | prefix) for every position: logits [B, T, V], tokens [B, T-1] -> [B, T-1]."""
-    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
-    out = gather_tokens(logp, tokens)
-    return out if keep_graph else out.cpu()
+    return gather_tokens(F.log_softmax(logits[:, :-1].float(), dim=-1), tokens)
 

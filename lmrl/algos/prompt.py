@@ -198,8 +198,7 @@ class PromptTrainer:
                               self.cfg.batch_size)
         from lmrl.models.chat import ChatModel
 
-        self.engine.setup(self.model, None)
-        return ChatModel(self.engine.unwrap(), self.tokenizer, self.seed)
+        return ChatModel(self.engine.place(self.model), self.tokenizer, self.seed)
 
     def policies(self, eval_cfg, seed: int) -> dict:
         if self.cfg.max_new_tokens is None:

@@ -22,8 +22,9 @@ def _masked_mean(x: Tensor, decide: Tensor) -> Tensor:
 
 
 def gather_tokens(values: Tensor, tokens: Tensor) -> Tensor:
-    """values [B, L, V], tokens [B, L] -> [B, L]: values[b, t, tokens[b, t]]."""
-    return values.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+    """values [B, L, V], tokens [B, L] -> [B, L] fp32: values[b, t, tokens[b, t]].  Gathering before the
+    cast keeps the [B, L, V] tensor in the forward's precision; what the losses reduce is fp32."""
+    return values.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1).float()
 
 
 def mc_returns(step_rewards: Tensor, decide: Tensor, next_idx: Tensor, tail: Tensor, gamma: float) -> Tensor:
@@ -50,7 +51,7 @@ def bellman_targets(
 
     v [B, L] is the online V; v_final [B] is 0 for done sequences, else V of the next chunk's state.
     """
-    v, v_final = v.detach(), v_final.detach().to(v.dtype)  # ILQL: targets carry no gradient
+    v, v_final = v.detach().float(), v_final.detach().float()  # ILQL: targets carry no gradient, in fp32
     # ILQL: next-state value skips env tokens (next_idx points at the next decision, not t+1)
     v_next = torch.where(next_idx == NO_NEXT, v_final.unsqueeze(-1), v.gather(-1, next_idx.clamp(min=0)))  # [B, L]
     return torch.where(decide, step_rewards.detach() + gamma * v_next, 0.0)
@@ -58,7 +59,7 @@ def bellman_targets(
 
 def expectile_loss(v: Tensor, target: Tensor, decide: Tensor, tau: float) -> Tensor:
     """Σ w · ½ (V - q̂)² / n with w = τ where q̂ >= V else 1-τ.  v, target [B, L] -> scalar."""
-    target = target.detach()
+    v, target = v.float(), target.detach().float()
     weight = torch.where(target >= v.detach(), tau, 1.0 - tau)  # [B, L]; τ > ½ pushes V up toward max Q
     return _masked_mean(weight * 0.5 * (v - target) ** 2, decide)
 
@@ -89,7 +90,7 @@ def ilql_loss(
     gamma: float,
     tau: float,
     cql_weight: float,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """L = L_Q1 + L_Q2 + L_V + cql_weight · (CQL_1 + CQL_2)  (algorithms.md §3.2).
 
     q*_all [B, L, V] online Q heads; v [B, L] online V; target_q*_taken [B, L] target-network Q of the
@@ -102,14 +103,15 @@ def ilql_loss(
     l_v = expectile_loss(v, q_hat, decide, tau)
     l_cql = cql_loss(q1_all, tokens, decide) + cql_loss(q2_all, tokens, decide)
     loss = l_q1 + l_q2 + l_v + cql_weight * l_cql
+    # logs stay on the device (read at logging steps: no host sync inside a training step)
     logs = {
-        "q1_loss": l_q1.item(),
-        "q2_loss": l_q2.item(),
-        "v_loss": l_v.item(),
-        "cql_loss": l_cql.item(),
-        "q_mean": _masked_mean((q1.detach() + q2.detach()) / 2, decide).item(),
-        "v_mean": _masked_mean(v.detach(), decide).item(),
-        "target_mean": _masked_mean(y, decide).item(),
+        "q1_loss": l_q1.detach(),
+        "q2_loss": l_q2.detach(),
+        "v_loss": l_v.detach(),
+        "cql_loss": l_cql.detach(),
+        "q_mean": _masked_mean((q1.detach() + q2.detach()) / 2, decide).detach(),
+        "v_mean": _masked_mean(v.detach(), decide).detach(),
+        "target_mean": _masked_mean(y, decide).detach(),
     }
     return loss, logs
 
@@ -123,7 +125,7 @@ def mc_loss(
     tail: Tensor,
     gamma: float,
     cql_weight: float,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """L = Σ ½ (Q(s, a) - G)² / n + cql_weight · CQL  (algorithms.md §2).  q_all [B, L, V]."""
     returns = mc_returns(step_rewards, decide, next_idx, tail, gamma)  # [B, L]
     q = gather_tokens(q_all, tokens)  # [B, L]
@@ -131,10 +133,10 @@ def mc_loss(
     l_cql = cql_loss(q_all, tokens, decide)
     loss = l_q + cql_weight * l_cql
     logs = {
-        "q_loss": l_q.item(),
-        "cql_loss": l_cql.item(),
-        "q_mean": _masked_mean(q.detach(), decide).item(),
-        "target_mean": _masked_mean(returns, decide).item(),
+        "q_loss": l_q.detach(),
+        "cql_loss": l_cql.detach(),
+        "q_mean": _masked_mean(q.detach(), decide).detach(),
+        "target_mean": _masked_mean(returns, decide).detach(),
     }
     return loss, logs
 

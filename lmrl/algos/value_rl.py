@@ -102,7 +102,7 @@ class MCTrainer(BCTrainer):
         self.value = ValueModel(trunk, self.n_q, self.with_v, keep_lm_head=cfg.shared_trunk, bias_init=bias)
         self.policy_lm = None if cfg.shared_trunk else AutoModelForCausalLM.from_pretrained(bc_dir).eval()
         if self.policy_lm is not None:
-            self.policy_lm.requires_grad_(False)  # used only to act after training: stays a CPU replica
+            self.policy_lm.requires_grad_(False)  # used only to act after training: on the host until then
         target = self.make_target()  # copied before the engine shards the value model (ZeRO-3)
         engine.setup(self.value, OptimConfig(cfg.lr, cfg.steps, cfg.warmup_steps, cfg.weight_decay,
                                              grad_clip=cfg.grad_clip, min_lr_ratio=cfg.min_lr_ratio))
@@ -154,10 +154,11 @@ class MCTrainer(BCTrainer):
         if out.logits is None:
             return loss, logs
         bc = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"])
-        return loss + bc, {**logs, "bc_loss": bc.item()}
+        return loss + bc, {**logs, "bc_loss": bc.detach()}
 
     def policies(self, eval_cfg, seed: int) -> dict:
-        return value_policies(self.value, self.policy_lm, self.tokenizer, self.task, self.cfg, eval_cfg, seed)
+        policy_lm = self.engine.place(self.policy_lm) if self.policy_lm is not None else None  # beside the critic
+        return value_policies(self.value, policy_lm, self.tokenizer, self.task, self.cfg, eval_cfg, seed)
 
     def save(self, directory: Path) -> None:
         """The value model (trunk as a save_pretrained dir + heads) and the BC policy beside it;
@@ -235,9 +236,9 @@ class ILQLTrainer(MCTrainer):
     def bootstrap(self, batch: dict) -> torch.Tensor:
         """V after a sequence's last decision: V of the next link's state (windowed tasks), else 0 (done)."""
         if "next_input_ids" not in batch:
-            return torch.zeros(batch["input_ids"].shape[0])
+            return torch.zeros(batch["input_ids"].shape[0], device=batch["input_ids"].device)
         out = self.engine.forward(input_ids=batch["next_input_ids"], attention_mask=batch["next_attention_mask"])
-        v_next = out.v.gather(1, batch["next_last"][:, None].to(out.v.device)).squeeze(1).cpu()  # ILQL: V at the next decision point
+        v_next = out.v.gather(1, batch["next_last"][:, None]).squeeze(1)  # ILQL: V at the next decision point
         return torch.where(batch["has_next"], v_next, torch.zeros_like(v_next))
 
     def after_step(self) -> None:

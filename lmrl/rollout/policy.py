@@ -57,11 +57,19 @@ class LMPolicy:
         self.encode = SegmentEncoder(tokenizer)
         vocab = model.get_output_embeddings().weight.shape[0]
         self.stop_mask = newline_stop_mask(tokenizer, vocab)
-        self.generator = torch.Generator().manual_seed(seed)
-        self.logits_hook = logits_hook
+        self.seed, self.logits_hook = seed, logits_hook
+        self.generator, self.generator_device = None, None
 
     def prompt_ids(self, history: History) -> list[int]:
         return prompt_ids(history, self.window, self.encode, self.max_input_tokens)
+
+    def sampling_generator(self) -> torch.Generator:
+        """The seeded generator on the model's device (sampling happens there), made on first use
+        and again only if the model moves: a seeded run draws the same stream on each device."""
+        device = next(self.model.parameters()).device
+        if self.generator is None or self.generator_device != device:
+            self.generator, self.generator_device = torch.Generator(device=device).manual_seed(self.seed), device
+        return self.generator
 
     def act(self, histories: Sequence[History]) -> list[str]:
         was_training = self.model.training
@@ -71,7 +79,7 @@ class LMPolicy:
         for start in range(0, len(prompts), self.batch_size):
             rows = sample_turns(
                 self.model, prompts[start : start + self.batch_size], self.stop_mask, self.tokenizer.pad_token_id,
-                self.max_new_tokens, self.temperature, self.generator, self.logits_hook,
+                self.max_new_tokens, self.temperature, self.sampling_generator(), self.logits_hook,
             )
             actions += [end_turn(self.tokenizer.decode(r, skip_special_tokens=True)) for r in rows]
         self.model.train(was_training)

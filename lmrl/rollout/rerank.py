@@ -35,23 +35,24 @@ class RerankPolicy:
         return out.view(len(prompts), len(self.candidates))
 
     def _score_rows(self, rows: list[tuple[list[int], list[int]]]) -> torch.Tensor:
+        """Summed advantages of each row's candidate tokens -> [R] (on the host)."""
         length = max(len(p) + len(c) for p, c in rows)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(rows), length), pad, dtype=torch.long)
+        ids = torch.full((len(rows), length), self.tokenizer.pad_token_id, dtype=torch.long)
         attn = torch.zeros_like(ids)
+        row, pos, tok = [], [], []  # one entry per candidate token: (row, position predicting it, token)
         for b, (p, c) in enumerate(rows):
             ids[b, : len(p) + len(c)] = torch.tensor(p + c)
             attn[b, : len(p) + len(c)] = 1
+            row += [b] * len(c)
+            pos += range(len(p) - 1, len(p) + len(c) - 1)
+            tok += c
+        device = next(self.value.parameters()).device
+        ids, attn, row, pos, tok = (torch.as_tensor(x).to(device) for x in (ids, attn, row, pos, tok))
         out = self.value(ids, attn)
-        q = torch.stack(out.qs).min(dim=0).values  # [R, T, V]
-        scores = torch.zeros(len(rows))
-        for b, (p, c) in enumerate(rows):
-            pos = torch.arange(len(p) - 1, len(p) + len(c) - 1)  # positions predicting the candidate's tokens
-            adv = q[b, pos, torch.tensor(c)]
-            if out.v is not None:
-                adv = adv - out.v[b, pos]
-            scores[b] = adv.sum()
-        return scores
+        adv = torch.stack(out.qs).min(dim=0).values[row, pos, tok]  # [tokens]
+        if out.v is not None:
+            adv = adv - out.v[row, pos]
+        return torch.zeros(len(rows), device=device).index_add_(0, row, adv.float()).cpu()
 
     def act(self, histories: Sequence[History]) -> list[str]:
         was_training = self.value.training

@@ -71,7 +71,7 @@ def sample_turns(
     for step in range(max_new_tokens):
         if logits_hook is not None:
             logits = logits_hook(logits, step)
-        tok = pick(logits, temperature, generator).to(device)
+        tok = pick(logits, temperature, generator)
         tok = torch.where(finished, torch.full_like(tok, pad_id), tok)
         new_tokens.append(tok)
         finished |= stop_mask[tok]

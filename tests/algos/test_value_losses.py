@@ -142,6 +142,23 @@ def test_ilql_loss_by_hand_and_stop_gradients():
     assert x["q1_all"].grad[0, 1].abs().sum() == 0 and x["q2_all"].grad[0, 1].abs().sum() == 0
 
 
+def test_losses_and_targets_are_fp32_from_a_low_precision_forward():
+    """Under bf16 autocast the heads return bf16; losses, TD targets and their logs are computed in fp32
+    (these inputs are exact in bf16, so the result equals the fp32 one exactly)."""
+    x = _ilql_inputs()
+    low = {k: v.detach().to(torch.bfloat16) if torch.is_tensor(v) and v.is_floating_point() and k != "step_rewards"
+           else v for k, v in x.items()}
+    loss, logs = ilql_loss(**low)
+    assert loss.dtype == torch.float32
+    assert loss.item() == pytest.approx(ilql_loss(**x)[0].item(), rel=0, abs=0)
+    y = bellman_targets(low["step_rewards"], low["decide"], low["next_idx"], low["v"], low["v_final"], 0.5)
+    assert y.dtype == torch.float32 and gather_tokens(low["q1_all"], low["tokens"]).dtype == torch.float32
+    q_all = low["q1_all"]
+    mc, _ = mc_loss(q_all, low["tokens"], low["step_rewards"], low["decide"], low["next_idx"], torch.tensor([0.0]),
+                    gamma=0.5, cql_weight=0.5)
+    assert mc.dtype == torch.float32
+
+
 def test_mc_loss_by_hand():
     # episode, gamma 0.5, terminal: G = [., -0.5, -1, ., 0]; vocab 2, uniform Q rows (CQL ln 2 each)
     q_all = torch.tensor([[[7.0, 7.0], [0.0, 0.0], [-1.0, -1.0], [5.0, -5.0], [1.0, 1.0]]])
@@ -174,7 +191,8 @@ def test_padding_and_non_decisions_never_contribute():
                   cql_weight=0.3)
     clean, clean_logs = ilql_loss(**base, tokens=tokens, **common)
     dirty, dirty_logs = ilql_loss(**garbage, tokens=garbage_tokens, **common)
-    assert dirty.item() == pytest.approx(clean.item()) and dirty_logs == pytest.approx(clean_logs)
+    as_floats = lambda logs: {k: float(v) for k, v in logs.items()}  # noqa: E731 (logs are device tensors)
+    assert dirty.item() == pytest.approx(clean.item()) and as_floats(dirty_logs) == pytest.approx(as_floats(clean_logs))
 
     tail = torch.tensor([0.0, 1.3])
     mc_clean, _ = mc_loss(base["q1_all"], tokens, base["step_rewards"], decide, next_idx, tail, 0.9, 0.3)

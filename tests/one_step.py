@@ -1,0 +1,63 @@
+"""Every trainer built as `lmrl.train` builds it, on a tiny model and a small maze dataset, for one
+optimizer step (online algorithms: one round of two short episodes and one update) and one
+evaluation turn of each of its policies.  Shared by the device and precision tests."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from lmrl.algos.base import build_trainer
+from lmrl.task import Task
+from lmrl.tracking import NullLogger
+from tests.e2e import ROOT
+
+ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt"]
+# The RL algorithms start from the saved tiny model instead of training a BC stage.
+RL = {"mc", "ilql", "ppo", "online_filtered_bc"}
+SMALL = ["task=maze_fo", "debug=smoke", "smoke.steps=1", "smoke.batch_size=4", "smoke.rounds=1",
+         "smoke.episodes_per_round=2", "smoke.max_steps_per_round=1", "smoke.rerank=true",
+         "task.env.max_steps=3", "model=tiny", "model.n_layer=1", "model.n_embd=32", "model.n_head=2",
+         "task.data.recipe.episodes=60"]
+
+
+def compose_train(*overrides: str):
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        return compose("train", overrides=[*SMALL, *overrides])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The task, a tiny model with its tokenizer, and that model saved as the RL algorithms' start."""
+    cache = tmp_path_factory.mktemp("cache")
+    cfg = compose_train()
+    task = Task(cfg.task, cache)
+    model, tokenizer = instantiate(cfg.model, corpus=task.texts)
+    start = tmp_path_factory.mktemp("start")
+    model.save_pretrained(start)
+    tokenizer.save_pretrained(start)
+    return task, model, tokenizer, start
+
+
+def weights(trainer) -> list:
+    """The trained model's parameters, copied to the host."""
+    return [p.detach().float().cpu().clone() for p in trainer.engine.unwrap().parameters()]
+
+
+def one_step_and_turn(algo: str, engine, built, run_dir, *overrides: str) -> tuple[object, dict, list]:
+    """(the trainer, its fit() metrics, its weights before fit) after one step (or what `overrides`
+    set) and one turn of each evaluation policy."""
+    task, model, tokenizer, start = built
+    cfg = compose_train(f"algo={algo}", *([f"algo.init_from={start}"] if algo in RL else []), *overrides)
+    trainer = build_trainer(cfg.algo, task=task, engine=engine, model=copy.deepcopy(model), tokenizer=tokenizer,
+                            logger=NullLogger(), seed=0, run_dir=run_dir, checkpointer=None)
+    before = weights(trainer) if algo != "prompt" else []
+    metrics = trainer.fit()
+    history, _ = task.make_env().reset(seed=0)
+    for name, policy in trainer.policies(cfg.task.eval, seed=0).items():
+        [action] = policy.act([history])
+        assert isinstance(action, str), name
+    return trainer, metrics, before
