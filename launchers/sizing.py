@@ -334,11 +334,12 @@ def row(cost: CellCost, args) -> list[str]:
 
 def cell_share(cost: CellCost, cell, sweep, seen: set) -> tuple[float, float]:
     """A cell's (FLOPs, trained tokens), less its BC stage when an earlier cell trains the same one."""
-    stage = cost.bc_stage
-    key = bc_stage_key(sweep.configs[cell.name]) if stage else None
+    stage, tokens = cost.bc_stage, sum(s.tokens for s in cost.stages)
+    if stage is None:
+        return cost.flops, tokens
+    key = bc_stage_key(sweep.configs[cell.name])
     shared = key in seen
     seen.add(key)
-    tokens = sum(s.tokens for s in cost.stages)
     return (cost.flops - sum(stage.flops.values()), tokens - stage.tokens) if shared else (cost.flops, tokens)
 
 

@@ -186,7 +186,7 @@ def test_dry_run_prints_costs_and_caches_the_sample(tmp_path, monkeypatch, capsy
 def test_totals_count_a_shared_bc_stage_once(tmp_path, monkeypatch):
     monkeypatch.setenv("LMRL_CACHE", str(tmp_path / "cache"))
     plan = sweep.plan("table2_small", [f"records.dir={tmp_path}", "task.data.recipe.episodes=20"],
-                      {"task": {"maze_fo"}, "algo": {"bc", "ilql", "ppo"}, "seed": {"0"}})
+                      {"task": {"maze_fo"}, "algo": {"bc", "filtered_bc", "ilql", "ppo"}, "seed": {"0"}})
     args = sweep_args(["--plan-sample", "10"])
     costs = {c.algo: c for c in sizing.sweep_costs(plan, "local", 10)}
     # ILQL and PPO of one (task, seed) train the same BC stage once: the total counts it once
