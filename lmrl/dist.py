@@ -247,14 +247,15 @@ class TorchEngine:
     guards_steps = True  # `step` skips non-finite updates itself (see `step`)
 
     def __init__(self, device: str = "auto", precision: str = "fp32", threads: int | None = None,
-                 compile: bool = False):
+                 compile: bool = False, fused_adamw: bool = True):
         if precision not in AUTOCAST:
             raise ValueError(f"precision must be one of {', '.join(AUTOCAST)}, got {precision!r}")
         if device == "auto":
             device = f"cuda:{topology()[2]}" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.precision = precision
-        self.init_kwargs = {"device": device, "precision": precision, "threads": threads, "compile": compile}
+        self.init_kwargs = {"device": device, "precision": precision, "threads": threads, "compile": compile,
+                            "fused_adamw": fused_adamw}
         self.compile = compile
         if threads:
             torch.set_num_threads(threads)
@@ -266,7 +267,7 @@ class TorchEngine:
         self.scaler = torch.amp.GradScaler(self.device.type) if precision == "fp16" else None
         # One fused AdamW kernel (3-10x the multi-tensor one's speed on this CPU too: `make bench`); it can
         # skip a step on the device, so the non-finite guard needs no host sync
-        self.fused = self.device.type in ("cuda", "cpu")
+        self.fused = fused_adamw and self.device.type in ("cuda", "cpu")
         self.nonfinite_steps = torch.zeros((), dtype=torch.long, device=self.device)
         self.global_step = 0
 
