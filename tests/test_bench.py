@@ -1,0 +1,30 @@
+"""The benchmark's arithmetic and building blocks (its numbers are measured by `make bench`, not here)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lmrl.bench import budget_batch, step_result
+from lmrl.data.tokenize import TokenSequence
+
+
+def seq(n: int) -> TokenSequence:
+    return TokenSequence(torch.arange(n).numpy(), torch.ones(n, dtype=torch.bool).numpy(), torch.zeros(n).numpy(),
+                         True)
+
+
+def test_budget_batch_fills_the_budget_counting_padding():
+    batch = budget_batch([seq(10), seq(30), seq(20)], 100, pad_id=0)
+    # 10 -> 1x10, +30 -> 2x30 = 60, +20 -> 3x30 = 90, +10 (cycled) -> 4x30 = 120 > 100: three sequences
+    assert batch["input_ids"].shape == (3, 30) and int(batch["attention_mask"].sum()) == 60
+
+
+def test_mfu_by_hand():
+    batch = {"input_ids": torch.zeros(4, 50, dtype=torch.long), "attention_mask": torch.ones(4, 50)}
+    batch["attention_mask"][:, 40:] = 0
+    # 1e12 FLOPs in a median step of 0.5 s = 2 TFLOP/s; against a 10 TFLOP/s peak, MFU 0.2; 160 real tokens
+    row = step_result([0.4, 0.5, 0.9], batch, flops=1e12, peak_tflops=10.0)
+    assert row["tflops"] == pytest.approx(2.0) and row["mfu"] == pytest.approx(0.2)
+    assert row["padded_tokens_per_step"] == 200 and row["tokens_per_s"] == pytest.approx(320.0)
+    assert "mfu" not in step_result([1.0], batch, flops=1e12, peak_tflops=None)
