@@ -180,11 +180,11 @@ def profile_path(cfg, n: int) -> Path:
     return Path(cfg.cache_dir) / "plan" / cfg.task.name / f"{data_key}-{model_key.hexdigest()[:8]}.json"
 
 
-def segment_profile(cfg, n: int) -> dict:
-    """The sample's per-segment token counts, the dataset's size and the tokenizer used (cached)."""
+def segment_profile(cfg, n: int) -> Path:
+    """The file of the sample's per-segment token counts, the dataset's size and the tokenizer used."""
     path = profile_path(cfg, n)
     if path.exists():
-        return json.loads(path.read_text())
+        return path
     episodes, size = sample_episodes(cfg.task, n)
     model = OmegaConf.to_container(cfg.model, resolve=True)
     count, label = segment_counter(model, cfg.task.name, [t.text for ep in episodes for t in ep.turns])
@@ -192,7 +192,15 @@ def segment_profile(cfg, n: int) -> dict:
            "episodes": [[ep.total_return, [[count(t.text), t.is_action] for t in ep.turns]] for ep in episodes]}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(doc))
-    return doc
+    return path
+
+
+@lru_cache(maxsize=None)
+def sample_tokens(path: Path, window: int | None, context: int, max_prompt: int):
+    """(sample as the trainers cut it, dataset size, tokenizer): read once per run for all of a task's cells."""
+    doc = json.loads(path.read_text())
+    sample = tuple(episode_tokens(ret, turns, window, context, max_prompt) for ret, turns in doc["episodes"])
+    return sample, doc["dataset_episodes"], doc["tokenizer"]
 
 
 def episode_tokens(ret: float, turns: list, window: int | None, context: int, max_prompt: int) -> scaling.EpisodeTokens:
@@ -246,15 +254,13 @@ def cell_cost(cfg, spec: dict, launcher: str, n: int) -> CellCost:
     shape, _ = model_shape(json.dumps(OmegaConf.to_container(cfg.model, resolve=True), sort_keys=True))
     if shape is None:
         return CellCost(cfg.task.name, cfg.algo.name, [], None, hw)
-    profile = segment_profile(cfg, n)
     ev = cfg.task.eval
     max_prompt = min(int(ev.max_input_tokens), shape.context - int(ev.max_new_tokens))  # as LMPolicy truncates
-    sample = tuple(episode_tokens(ret, turns, cfg.task.history_window, shape.context, max_prompt)
-                   for ret, turns in profile["episodes"])
-    data = scaling.TaskTokens(sample, profile["dataset_episodes"])
+    sample, size, tokenizer = sample_tokens(segment_profile(cfg, n), cfg.task.history_window, shape.context,
+                                            max_prompt)
     gen = scaling.Generation(int(ev.batch_size), max(p for e in sample for p in e.prompts), int(ev.max_new_tokens))
-    stages = scaling.stages(target_name(cfg.algo), shape, data, algo, hw, gen)
-    return CellCost(cfg.task.name, cfg.algo.name, stages, shape, hw, profile["tokenizer"])
+    stages = scaling.stages(target_name(cfg.algo), shape, scaling.TaskTokens(sample, size), algo, hw, gen)
+    return CellCost(cfg.task.name, cfg.algo.name, stages, shape, hw, tokenizer)
 
 
 def bc_stage_key(cfg) -> str | None:
