@@ -78,6 +78,7 @@ def make_record(metrics: dict, digest: str, wall_seconds: float, **extra) -> dic
            "config_hash": digest, "git_commit": git_commit(), "wall_seconds": round(wall_seconds, 2),
            "host": socket.gethostname(), "cpus": os.cpu_count(),
            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "run_dir": metrics.get("run_dir")}
+    rec.update({k: v for k, v in metrics.items() if k.startswith("critic/")})  # a value run's critic health
     rec.update(extra)
     return rec
 

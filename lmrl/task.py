@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import itertools
 import inspect
 import json
 import logging
@@ -26,6 +27,9 @@ from lmrl.scoring import normalize
 from lmrl.utils import file_lock
 
 log = logging.getLogger(__name__)
+
+# Held-out episodes use the recipe's seed plus this (every generator draws its episodes from the seed).
+HELDOUT = 1_000_003
 
 
 def config_hash(node) -> str:
@@ -82,12 +86,24 @@ class Task:
         """The dataset file: a user-given `data.path`, or the cached output of `data.recipe`."""
         if self.cfg.data.path:
             return Path(self.cfg.data.path)
-        path = self.cache_dir / "datasets" / self.name / f"{recipe_key(self.cfg.data.recipe)}.jsonl"
+        return self._cached(self.cfg.data.recipe)
+
+    def heldout_episodes(self, n: int) -> list[Episode]:
+        """`n` episodes no run trains on, for measuring critics: the recipe with another seed (its own
+        cache entry).  A user-given `data.path` has no recipe to draw from: its first `n` episodes are
+        used, and they are training data too."""
+        if self.cfg.data.path:
+            return list(itertools.islice(self.episodes(), n))
+        recipe = OmegaConf.merge(self.cfg.data.recipe, {"episodes": n, "seed": int(self.cfg.data.recipe.seed) + HELDOUT})
+        return list(load_episodes(self._cached(recipe), "lmrl"))
+
+    def _cached(self, recipe) -> Path:
+        path = self.cache_dir / "datasets" / self.name / f"{recipe_key(recipe)}.jsonl"
         if not path.exists():
             # concurrent runs (a sweep's cells) generate it once; the others wait and reuse it
             with file_lock(self.cache_dir / "locks" / f"data_{self.name}_{path.stem}.lock"):
                 if not path.exists():
-                    self._generate(path)
+                    self._generate(path, recipe)
         return path
 
     def episodes(self) -> Iterator[Episode]:
@@ -101,8 +117,7 @@ class Task:
             for turn in ep.turns:
                 yield turn.text
 
-    def _generate(self, path: Path) -> None:
-        recipe = self.cfg.data.recipe
+    def _generate(self, path: Path, recipe) -> None:
         n = int(recipe.episodes)
         log.info("generating %s dataset (%d episodes) -> %s", self.name, n, path)
         episodes = tqdm(instantiate(recipe), total=n, desc=f"data {self.name}", unit="ep")

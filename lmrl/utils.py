@@ -45,8 +45,11 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def summary_line(m: dict) -> str:
-    """The single line a run ends with."""
-    return (
-        f"[lmrl] task={m['task']} algo={m['algo']} return={m['return_mean']:.2f}±{m['return_stderr']:.2f} "
-        f"normalized={m['normalized_score']:.1f} success={m['success_rate']:.3f} episodes={m['episodes']}"
-    )
+    """The single line a run ends with (a value run's also says whether its critic fitted)."""
+    line = (f"[lmrl] task={m['task']} algo={m['algo']} return={m['return_mean']:.2f}±{m['return_stderr']:.2f} "
+            f"normalized={m['normalized_score']:.1f} success={m['success_rate']:.3f} episodes={m['episodes']}")
+    if "critic/fitted" in m:
+        probe = f" probe={m['critic/probe_agreement']:.2f}" if "critic/probe_agreement" in m else ""
+        verdict = "fitted" if m["critic/fitted"] else "DID NOT FIT"
+        line += f" critic={verdict} (spearman={m['critic/spearman']:.2f}{probe})"
+    return line

@@ -51,6 +51,8 @@ class OptimFields:
     """Optimization fields every trainer shares (AdamW + warm-up + cosine + clipping)."""
 
     steps: int = 500
+    # Training length in passes over the dataset instead of `steps` (steps = epochs x batches per epoch).
+    epochs: float | None = None
     batch_size: int = 64
     # Batches by a padded-token budget instead (sequences of similar length together, at most this many
     # tokens per batch counting padding; null = `batch_size` sequences).  What keeps a GPU busy: tens of
@@ -60,13 +62,24 @@ class OptimFields:
     warmup_steps: int = 20
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    # The lr decays by cosine to this fraction of `lr`; 1.0 keeps it constant after the warm-up.
     min_lr_ratio: float = 0.1
+    # Learning-curve points: every this many steps, evaluate the policy (and a value run's critic) on
+    # `curve_episodes_per_start` episodes per start state; written to <run>/curve.csv (0 = none).
+    eval_every: int = 0
+    # ... or this many points spread evenly over the run (when eval_every is 0).
+    curve_points: int = 0
+    curve_episodes_per_start: int = 2
 
     def validate(self) -> list[str]:
         problems = []
         for key in ("steps", "batch_size"):
             if getattr(self, key) < 1:
                 problems.append(f"{key} must be >= 1 (got {getattr(self, key)})")
+        if self.epochs is not None and not self.epochs > 0:
+            problems.append(f"epochs must be > 0 or null (got {self.epochs})")
+        if self.eval_every < 0 or self.curve_points < 0 or self.curve_episodes_per_start < 1:
+            problems.append("eval_every and curve_points must be >= 0, curve_episodes_per_start >= 1")
         if self.batch_tokens is not None and self.batch_tokens < 1:
             problems.append(f"batch_tokens must be >= 1 or null (got {self.batch_tokens})")
         if not self.lr > 0:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -16,6 +18,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
 from lmrl.algos.base import OptimFields
@@ -27,7 +30,9 @@ from lmrl.utils import file_lock
 from lmrl.dist import OptimConfig, all_mean, barrier, broadcast_object, is_main, rank, world_size, write_step
 from lmrl.envs.base import Episode
 from lmrl.models.factory import model_max_length
+from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.rollout.policy import LMPolicy
+from lmrl.scoring import summarize
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +86,20 @@ class BCTrainer:
                  checkpointer: Checkpointer | None = None):
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
         self.seed, self.checkpointer = seed, checkpointer
+        self.run_dir = Path(run_dir) if run_dir is not None else None
         self.max_length = model_max_length(model)
-        engine.setup(model, OptimConfig(cfg.lr, cfg.steps, cfg.warmup_steps, cfg.weight_decay, grad_clip=cfg.grad_clip,
-                                        min_lr_ratio=cfg.min_lr_ratio))
+        self.seqs = self.sequences()
+        engine.setup(model, self.offline_optim())
+
+    def offline_optim(self) -> OptimConfig:
+        """AdamW + schedule over `self.steps`: `steps`, or `epochs` passes over `self.seqs`."""
+        cfg = self.cfg
+        self.steps = cfg.steps if cfg.epochs is None else max(1, math.ceil(cfg.epochs * len(self.epoch_plan(self.seqs, 0))))
+        if cfg.epochs is not None:
+            log.info("%s: %g epochs of %d sequences = %d steps", cfg.name, cfg.epochs, len(self.seqs), self.steps)
+        self.eval_every = cfg.eval_every or (max(1, self.steps // cfg.curve_points) if cfg.curve_points else 0)
+        return OptimConfig(cfg.lr, self.steps, cfg.warmup_steps, cfg.weight_decay, grad_clip=cfg.grad_clip,
+                           min_lr_ratio=cfg.min_lr_ratio)
 
     def select(self) -> Iterable[Episode]:
         """The episodes to imitate, streamed from disk (all of them)."""
@@ -147,13 +163,13 @@ class BCTrainer:
         """Hook after each completed optimizer step (ILQL updates its target here)."""
 
     def fit(self) -> dict:
-        seqs = self.sequences()
+        seqs = self.seqs
         resumed = self.restore()
         first = resumed["step"] if resumed else 0
         self.engine.train()
         batches, tokens, start = self.batches(seqs, first), 0, time.perf_counter()
-        bar = tqdm(range(first, self.cfg.steps), desc=f"train {self.cfg.name}", unit="step", initial=first,
-                   total=self.cfg.steps, disable=not is_main())
+        bar = tqdm(range(first, self.steps), desc=f"train {self.cfg.name}", unit="step", initial=first,
+                   total=self.steps, disable=not is_main())
         loss = torch.tensor(float("nan"))
         for step in bar:
             batch = next(batches)
@@ -165,7 +181,7 @@ class BCTrainer:
             self.after_step()  # ILQL: target update only after a completed optimizer step
             tokens += batch["num_tokens"]
             due = self.checkpointer is not None and self.checkpointer.due(step + 1)
-            log_now = step % self.cfg.log_every == 0 or step == self.cfg.steps - 1
+            log_now = step % self.cfg.log_every == 0 or step == self.steps - 1
             if log_now or due:  # never checkpoint past a bad step
                 self.check_steps(loss, step, logs)
             if log_now:
@@ -173,12 +189,42 @@ class BCTrainer:
                 bar.set_postfix(loss=f"{value:.4f}")
                 self.logger.log({"train/loss": value, **{f"train/{k}": float(v) for k, v in logs.items()},
                                  "train/lr": stats["lr"], "train/grad_norm": float(stats["grad_norm"])}, step=step)
+            if self.eval_every and (step + 1) % self.eval_every == 0:
+                self.curve_point(step + 1, float(loss))
             if due:
                 self.checkpoint(step + 1)
         elapsed = time.perf_counter() - start
-        return {"train_loss": all_mean(loss.item()), "train_steps": self.cfg.steps, "train_sequences": len(seqs),
+        return {"train_loss": all_mean(loss.item()), "train_steps": self.steps, "train_sequences": len(seqs),
                 "train_seconds": elapsed, "train_tokens_per_s": tokens * world_size() / elapsed,
                 **({"resumed_from_step": first} if resumed else {})}
+
+    # -- learning curves ------------------------------------------------------------------------------
+    def curve_point(self, step: int, loss: float) -> None:
+        """One row of <run>/curve.csv: the step, epochs seen, the training loss, the headline policy's
+        score on `curve_episodes_per_start` episodes per start state, and the critic's health (value
+        runs).  Rank 0 evaluates; under ZeRO-3 (sliced weights) there are no curve points."""
+        if self.engine.sharded:
+            return
+        row = {"step": step, "epochs": step / max(1, len(self.epoch_plan(self.seqs, 0))), "train_loss": loss,
+               **self.critic_point()}
+        if is_main():
+            self.engine.eval()
+            eval_cfg = OmegaConf.merge(self.task.cfg.eval, {"episodes_per_start": self.cfg.curve_episodes_per_start})
+            name, policy = next(iter(self.policies(eval_cfg, self.seed).items()))
+            options, seeds = protocol(self.task.make_env, eval_cfg.episodes_per_start, self.seed, eval_cfg.get("max_starts"))
+            stats = summarize(run_episodes(policy, self.task.make_env, options, seeds, desc=f"curve {step}"),
+                              self.task.normalization)
+            self.engine.train()
+            row.update({"policy": name, "normalized_score": stats["normalized_score"],
+                        "return_mean": stats["return_mean"], "success_rate": stats["success_rate"]})
+            self.logger.log({f"curve/{k}": v for k, v in row.items() if k not in ("step", "policy")}, step=step - 1)
+            if self.run_dir is not None:
+                append_csv(self.run_dir / "curve.csv", row)
+        barrier()
+
+    def critic_point(self) -> dict:
+        """Value trainers add their critic's health to a curve point."""
+        return {}
 
     # -- checkpoints: what a resumed run needs beyond the engine's state --------------------------
     def frozen_modules(self) -> dict:
@@ -236,6 +282,17 @@ def token_batches(order: list[int], lengths: np.ndarray, budget: int, g: torch.G
         if current:
             batches.append(current)
     return [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
+
+
+def append_csv(path: Path, row: dict) -> None:
+    """Append `row` to a CSV, writing the header when the file is new (rows share their keys)."""
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 def hash_seed(*parts: int) -> int:

@@ -23,13 +23,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lmrl.algos.base import OptimFields
 from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, start_checkpoint
+from lmrl.algos.critic import critic_health
 from lmrl.algos.value_losses import gather_tokens, ilql_loss, mc_loss, mc_returns, polyak_update
 from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import (
     SegmentEncoder, collate, decision_points, episode_to_chain, has_decision, next_decision_index,
 )
 from lmrl.checkpoint import Checkpointer
-from lmrl.dist import OptimConfig
 from lmrl.models.factory import model_max_length
 from lmrl.models.value import GuidedLM, ValueModel
 from lmrl.rollout.rerank import RerankPolicy
@@ -58,9 +58,13 @@ class ValueRLConfig(OptimFields):
     init_from: str | None = None
     bc: BCConfig = field(default_factory=BCConfig)
     log_every: int = 25
+    # Held-out episodes (the recipe with another seed) the critic's health is measured on.
+    critic_episodes: int = 64
 
     def validate(self) -> list[str]:
         problems = super().validate() + [f"bc.{p}" for p in self.bc.validate()]
+        if self.critic_episodes < 1:
+            problems.append(f"critic_episodes must be >= 1 (got {self.critic_episodes})")
         if not 0 <= self.gamma <= 1:
             problems.append(f"gamma must be in [0, 1] (got {self.gamma})")
         if self.cql_weight < 0 or self.beta < 0 or any(b < 0 for b in self.eval_betas):
@@ -93,10 +97,11 @@ class MCTrainer(BCTrainer):
                  checkpointer: Checkpointer | None = None):
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
         self.seed, self.checkpointer = seed, checkpointer
+        self.run_dir = Path(run_dir) if run_dir is not None else None
         bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
         trunk = AutoModelForCausalLM.from_pretrained(bc_dir)
         self.max_length = model_max_length(trunk)
-        self.seqs = self.build_sequences()
+        self.seqs, self.heldout = self.build_sequences(), None
         bias = cfg.head_bias if cfg.head_bias is not None else self.mean_return()
         log.info("%s: head bias %.3f", cfg.name, bias)
         self.value = ValueModel(trunk, self.n_q, self.with_v, keep_lm_head=cfg.shared_trunk, bias_init=bias)
@@ -104,12 +109,23 @@ class MCTrainer(BCTrainer):
         if self.policy_lm is not None:
             self.policy_lm.requires_grad_(False)  # used only to act after training: on the host until then
         target = self.make_target()  # copied before the engine shards the value model (ZeRO-3)
-        engine.setup(self.value, OptimConfig(cfg.lr, cfg.steps, cfg.warmup_steps, cfg.weight_decay,
-                                             grad_clip=cfg.grad_clip, min_lr_ratio=cfg.min_lr_ratio))
+        engine.setup(self.value, self.offline_optim())
         self.target = engine.prepare_frozen(target) if target is not None else None
 
     def make_target(self) -> torch.nn.Module | None:
         return None
+
+    def fit(self) -> dict:
+        """Train, then measure the critic on held-out episodes (`lmrl.algos.critic`)."""
+        metrics = super().fit()
+        health = self.critic_point()
+        self.logger.log(health, step=self.steps - 1)
+        return {**metrics, **health}
+
+    def critic_point(self) -> dict:
+        if self.heldout is None:
+            self.heldout = self.task.heldout_episodes(self.cfg.critic_episodes)
+        return critic_health(self.value, self.tokenizer, self.task, self.heldout, self.cfg.gamma)
 
     def sequences(self):
         return self.seqs  # built once in __init__ (the head bias needs them before training)

@@ -1,0 +1,138 @@
+"""Learning curves: what a budget buys, per task and algorithm, in one command.
+
+    python -m launchers.curves --task maze_fo --algos bc filtered_bc mc ilql --points 8
+    python -m launchers.curves --task maze_fo --algos ilql --seeds 0 1 2 -- algo.epochs=4 algo.lr=3e-4
+
+Each (algorithm, seed) is one `python -m lmrl.train task=<task> algo=<algo> seed=<seed>
+algo.curve_points=<points> <overrides>` run (offline algorithms write `<run>/curve.csv`: the
+training loss, the headline policy's score on a few episodes per start state and, for value
+algorithms, the critic's health on held-out episodes, at evenly spread steps; online algorithms
+write `rounds.csv`, one row per round of rollouts).  The rows are gathered into
+`results/curves/<task>.csv` and drawn in `results/curves/<task>.png`: score, loss and critic
+health against epochs (rounds for online algorithms).  Runs live under
+`results/curves/runs/<task>/` (git-ignored); a run whose curve is complete is reused, so adding an
+algorithm re-runs only that one.  `--workers` runs go at once, each with its share of the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lmrl.dist import child_env
+
+ROOT = Path(__file__).resolve().parent.parent
+ONLINE = {"ppo", "online_filtered_bc"}
+
+
+def run_dir(out: Path, task: str, algo: str, seed: int) -> Path:
+    return out / "runs" / task / f"{algo}__s{seed}"
+
+
+def run_one(task: str, algo: str, seed: int, args, threads: int) -> Path:
+    """Train one curve (skipped when its run finished before); returns the run directory."""
+    directory = run_dir(args.out, task, algo, seed)
+    if (directory / "metrics.json").exists():
+        return directory
+    points = [] if algo in ONLINE else [f"algo.curve_points={args.points}",
+                                        f"algo.curve_episodes_per_start={args.episodes_per_start}"]
+    cmd = [sys.executable, "-m", "lmrl.train", f"task={task}", f"algo={algo}", f"seed={seed}", *points,
+           *args.overrides, f"hydra.run.dir={directory}", "records.dir=null"]
+    directory.mkdir(parents=True, exist_ok=True)
+    env = child_env(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    with open(directory / "curve_run.log", "w") as log:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed; see {directory / 'curve_run.log'}")
+    return directory
+
+
+def rows_of(directory: Path, task: str, algo: str, seed: int) -> list[dict]:
+    """The run's curve rows with `task, algo, seed` and an x axis: `epochs` (offline) or `round`."""
+    name = "rounds.csv" if algo in ONLINE else "curve.csv"
+    with open(directory / name) as f:
+        return [{"task": task, "algo": algo, "seed": seed, **row} for row in csv.DictReader(f)]
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot(rows: list[dict], path: Path, task: str) -> None:
+    """Normalized score, training loss and critic health (Spearman, probe) against epochs; online
+    algorithms' rollout scores against rounds in their own panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("normalized_score", "normalized score (curve episodes)"), ("train_loss", "training loss"),
+              ("critic/spearman", "critic: Spearman(V, return), held out"),
+              ("critic/probe_agreement", "critic: task probe agreement")]
+    online = [r for r in rows if r["algo"] in ONLINE]
+    fig, axes = plt.subplots(1, len(panels) + bool(online), figsize=(4.2 * (len(panels) + bool(online)), 3.6))
+    for ax, (key, title) in zip(axes, panels):
+        for (algo, seed), series in groups([r for r in rows if r["algo"] not in ONLINE and r.get(key)]).items():
+            ax.plot([float(r["epochs"]) for r in series], [float(r[key]) for r in series], marker="o", ms=3,
+                    label=f"{algo} s{seed}")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("epochs")
+        if key == "train_loss":
+            ax.set_yscale("log")
+    if online:
+        ax = axes[-1]
+        for (algo, seed), series in groups(online).items():
+            ax.plot([int(r["round"]) for r in series], [float(r["normalized_score"]) for r in series], marker="o",
+                    ms=3, label=f"{algo} s{seed}")
+        ax.set_title("online: rollout normalized score", fontsize=9)
+        ax.set_xlabel("round")
+    for ax in axes:
+        if ax.lines:
+            ax.legend(fontsize=7)
+    fig.suptitle(f"{task}: learning curves (python -m launchers.curves)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def groups(rows: list[dict]) -> dict[tuple[str, int], list[dict]]:
+    out: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        out.setdefault((r["algo"], r["seed"]), []).append(r)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--algos", nargs="+", default=["bc", "filtered_bc", "mc", "ilql"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--points", type=int, default=8, help="curve points per offline run")
+    parser.add_argument("--episodes-per-start", type=int, default=2, help="episodes per start state at a point")
+    parser.add_argument("--workers", type=int, default=1, help="runs at once (each gets cores / workers threads)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "curves")
+    parser.add_argument("overrides", nargs="*", help="lmrl.train overrides for every run (after --)")
+    args = parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    jobs = [(a, s) for a in args.algos for s in args.seeds]
+    with ThreadPoolExecutor(args.workers) as pool:
+        dirs = list(pool.map(lambda job: run_one(args.task, *job, args, max(1, cores // args.workers)), jobs))
+    rows = [row for (algo, seed), d in zip(jobs, dirs) for row in rows_of(d, args.task, algo, seed)]
+    out = args.out / args.task
+    write_csv(rows, out.with_suffix(".csv"))
+    plot(rows, out.with_suffix(".png"), args.task)
+    print(f"{len(rows)} curve rows -> {out.with_suffix('.csv')}, {out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
