@@ -39,6 +39,8 @@ from data_gen import question_games
 from data_gen.mix import with_overrides
 from lmrl.envs.base import Episode, Text
 from lmrl.envs.twenty_questions import (
+    NO,
+    UNKNOWN,
     YES,
     TwentyQuestionsEnv,
     default_oracle,
@@ -79,6 +81,8 @@ class Phrasebook:
         self.kb = oracle.kb
         self.attributes = list(self.kb.attribute_ids)
         self.matrix = np.array([self.kb.vector(o.name) for o in self.kb.objects], dtype=bool)
+        # False where the knowledge base is unsure (the oracle then says "I can't answer that.")
+        self.known = np.array([self.kb.known_mask(o.name) for o in self.kb.objects], dtype=bool)
         phrasings = load_phrasings()
         candidates: dict[str, list[str]] = {a.id: [a.question] for a in self.kb.attributes}
         for attribute_id, texts in phrasings.get("twenty_questions", {}).items():
@@ -89,9 +93,9 @@ class Phrasebook:
         names = [o.name for o in self.kb.objects]
         self.questions: dict[str, list[str]] = {}
         for column, attribute_id in enumerate(self.attributes):
-            truth = list(self.matrix[:, column])
+            truth = [_reply(value) for value in (self.kb.value(name, attribute_id) for name in names)]
             kept = [q for q in candidates.get(attribute_id, [])
-                    if [oracle.answer(name, q).text == YES for name in names] == truth]
+                    if [oracle.answer(name, q).text for name in names] == truth]
             if not kept:
                 raise RuntimeError(f"no phrasing of attribute {attribute_id!r} is understood by the oracle")
             self.questions[attribute_id] = kept
@@ -108,6 +112,10 @@ class Phrasebook:
         return rng.choice(self.guesses[self.kb.objects[obj].name])
 
 
+def _reply(value: bool | None) -> str:
+    return UNKNOWN if value is None else YES if value else NO
+
+
 def _with_article(noun: str) -> str:
     return ("an " if noun[0] in "aeiou" else "a ") + noun
 
@@ -117,10 +125,13 @@ def phrasebook() -> Phrasebook:
     return Phrasebook()
 
 
-def best_split(matrix: np.ndarray, candidates: np.ndarray, asked: set[int]) -> int:
-    """The attribute whose answers split the candidates most evenly (max entropy), first on ties."""
+def best_split(matrix: np.ndarray, candidates: np.ndarray, asked: set[int], known: np.ndarray | None = None) -> int:
+    """The attribute whose answers split the candidates most evenly (max entropy), first on ties; with `known`,
+    only attributes whose answer is known for every candidate (an unsure one would be a wasted question)."""
     share = matrix[candidates].mean(axis=0)
     balance = -np.abs(share - 0.5)
+    if known is not None:
+        balance[~known[candidates].all(axis=0)] = -np.inf
     if asked:
         balance[list(asked)] = -np.inf
     return int(np.argmax(balance))
@@ -145,14 +156,17 @@ def play(env: TwentyQuestionsEnv, book: Phrasebook, rng: random.Random, secret: 
         elif kind == "noisy" and rng.random() < mix.p_random_question:
             attribute = rng.randrange(n_attributes)
         else:
-            attribute = best_split(book.matrix, candidates, asked)
+            attribute = best_split(book.matrix, candidates, asked, book.known)
         if attribute is not None:
             action = book.question(rng, attribute)
             asked.add(attribute)
         result = env.step(action + "\n")
         answer = result.history[-1].text
         if attribute is not None and answer in ("Yes.\n", "No.\n"):
-            candidates = candidates[book.matrix[candidates, attribute] == (answer == "Yes.\n")]
+            keep = book.matrix[candidates, attribute] == (answer == "Yes.\n")
+            candidates = candidates[keep & book.known[candidates, attribute]]
+        elif attribute is not None:  # "I can't answer that.": the secret is one of the unsure candidates
+            candidates = candidates[~book.known[candidates, attribute]]
         elif not result.info["success"]:
             wrong = env.oracle.parse(action).target
             candidates = candidates[[book.kb.objects[c].name != wrong for c in candidates]]

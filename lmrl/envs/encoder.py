@@ -171,11 +171,17 @@ class IntentIndex:
         return [(self.labels[j], float(scores[i, j])) for i, j in enumerate(best)]
 
     def ranked(self, text: str, k: int = 5) -> list[tuple[str, float]]:
-        """The `k` best distinct intents for one text, best first (for debugging and tests)."""
-        scores = self.scores([text])[0]
-        best: dict[str, float] = {}
-        for j in np.argsort(-scores):
-            best.setdefault(self.labels[j], float(scores[j]))
-            if len(best) == k:
-                break
-        return list(best.items())
+        """The `k` best distinct intents for one text, best first."""
+        return self.ranked_batch([text], k)[0]
+
+    def ranked_batch(self, texts: Sequence[str], k: int = 5) -> list[list[tuple[str, float]]]:
+        """Per text, the `k` best distinct intents with their scores, best first (one embedding pass)."""
+        out = []
+        for row in self.scores(texts) if texts else ():
+            best: dict[str, float] = {}
+            for j in np.argsort(-row):
+                best.setdefault(self.labels[j], float(row[j]))
+                if len(best) == k:
+                    break
+            out.append(list(best.items()))
+        return out

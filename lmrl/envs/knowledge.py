@@ -8,14 +8,32 @@ the game is winnable.
 
 File layout (JSON)::
 
-    {"version": 1,
+    {"version": 2,
      "source": "where the data comes from",
-     "attributes": [{"id": "alive", "question": "Is it alive?"}, ...],
+     "attributes": [{"id": "alive", "question": "Is it alive?", "family": "life"},
+                    {"id": "is_mammal", "question": "Is it a mammal?", "family": "class", "nouns": ["mammal"]}, ...],
      "categories": ["Sports", "Animals", ...],               # exactly 17 names
-     "objects": [{"name": "apple", "synonyms": [],
-                  "category": "Fruits",
-                  "attributes": ["is_fruits", "grows", ...]}, ...],
+     "objects": [{"name": "apple", "synonyms": [], "category": "Fruits", "size_m": [0.06, 0.09],
+                  "attributes": ["is_fruits", "grows", ...],
+                  "unsure": ["is_plant", ...],                 # optional
+                  "counts": {"legs": 4}}, ...],                # optional
      "ambiguous": [{"object": "apple", "attribute": "red", "reason": "..."}, ...]}
+
+Every attribute belongs to one `family` of `FAMILIES` (what kind of property it is: taxonomy
+`class`, body and object `part`, `colour`, `material`, `use`, `place`, `size`, ...).  `nouns`
+are the words that name the property in a question: a `class` noun in "Is it a mammal?", a
+`part` noun in "Does it have feathers?", a `material` noun in "Is it made of wax?", a `place`
+noun in "Is it found in a garage?"; a noun belongs to at most one attribute of a family.
+`verbs` say how a question
+names the property with a verb: `"it"` verbs are what the object does ("Does it bark?"),
+`"object"` verbs what people do to it ("Do you ride it?"), `"with"` verbs what people do with
+it ("Do you cut with it?", "Is it used to cut?"); `objects` narrows a "with" verb to its
+object ("cut paper with it": `{"paper": ["scissors"]}` lists the objects for which that is
+true; the attribute must be true for them).  `unsure` lists the attributes whose everyday answer for this object is genuinely unclear (is a
+lamp shade part of every lamp? is a carrot "a plant"? what colour is a car?): the oracle says it
+cannot answer them, and they count as false in `vector`.  `size_m` is the object's typical size
+(largest dimension as usually met, in metres) as a [low, high] range; `counts` says how many of a
+countable part it has (`COUNTED_PARTS`: legs, wheels, ...).
 
 An object's `"attributes"` is either the compact form the shipped file uses, a list of the
 attribute ids that are TRUE (every other attribute is false), or the explicit form, a
@@ -39,8 +57,18 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "twenty_questions.json"
-VERSION = 1
+VERSION = 2
 NUM_CATEGORIES = 17
+FAMILIES = ("category", "class", "life", "part", "colour", "material", "use", "place", "size", "shape", "behaviour",
+            "sound", "food", "other")
+# How a verb names an attribute: what the object does, what you do to it, what you do with it.
+VERB_FORMS = ("it", "object", "with")
+# Countable parts -> the attribute that says the object has them at all.
+COUNTED_PARTS = {"legs": "has_legs", "wheels": "has_wheels", "wings": "has_wings", "strings": "has_strings",
+                 "eyes": "has_eyes"}
+# Reference sizes (metres) of the stored size attributes: an object's `size_m` may not contradict them.
+SIZE_THRESHOLDS = {"smaller_than_hand": (0.12, 0.18), "bigger_than_breadbox": (0.3, 0.45),
+                   "bigger_than_person": (1.5, 1.9), "bigger_than_car": (3.5, 5.0)}
 MIN_ATTRIBUTES = 40
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
 _ARTICLES = ("a ", "an ", "the ", "some ")
@@ -54,20 +82,32 @@ class KnowledgeBaseError(ValueError):
 class Attribute:
     id: str
     question: str
+    family: str = "other"
+    nouns: tuple[str, ...] = ()
+    verbs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (form, phrases) for forms of VERB_FORMS
+    objects: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (noun, object names) for "with" verbs
 
 
 @dataclass(frozen=True)
 class KBObject:
-    """One object: its canonical name, accepted variants, category and true attributes."""
+    """One object: its canonical name, accepted variants, category, true and unsure attributes,
+    typical size range (metres) and counts of countable parts."""
 
     name: str
     synonyms: tuple[str, ...]
     category: str
     true_attributes: frozenset[str]
+    unsure: frozenset[str] = frozenset()
+    size_m: tuple[float, float] = (0.0, 0.0)
+    counts: tuple[tuple[str, int], ...] = ()
 
     @property
     def variants(self) -> tuple[str, ...]:
         return (self.name, *self.synonyms)
+
+    def count(self, part: str) -> int | None:
+        """How many `part`s (a key of `COUNTED_PARTS`) it has, or None when the file does not say."""
+        return dict(self.counts).get(part)
 
 
 @dataclass(frozen=True)
@@ -120,6 +160,7 @@ class KnowledgeBase:
         self.objects = objects
         self.ambiguous = ambiguous
         self.attribute_ids = tuple(a.id for a in attributes)
+        self._attributes = {a.id: a for a in attributes}
         self._by_name = {o.name: o for o in objects}
         self._index = {normalize(v): o for o in objects for v in o.variants}
         self._index.update({k.replace(" ", ""): o for k, o in list(self._index.items()) if " " in k})
@@ -147,10 +188,25 @@ class KnowledgeBase:
         return obj
 
     def answer(self, object_name: str, attribute_id: str) -> bool:
-        """The yes/no answer to an attribute's question about an object."""
+        """The yes/no answer to an attribute's question about an object (unsure counts as no)."""
         if attribute_id not in self.attribute_ids:
             raise KeyError(f"unknown attribute {attribute_id!r}")
         return attribute_id in self.object(object_name).true_attributes
+
+    def value(self, object_name: str, attribute_id: str) -> bool | None:
+        """True, False, or None when the everyday answer is unclear for this object (`unsure`)."""
+        obj = self.object(object_name)
+        if attribute_id not in self.attribute_ids:
+            raise KeyError(f"unknown attribute {attribute_id!r}")
+        return None if attribute_id in obj.unsure else attribute_id in obj.true_attributes
+
+    def attribute(self, attribute_id: str) -> Attribute:
+        return self._attributes[attribute_id]
+
+    def known_mask(self, object_name: str) -> tuple[bool, ...]:
+        """Per attribute (in `attribute_ids` order), whether the answer is known (not unsure)."""
+        unsure = self.object(object_name).unsure
+        return tuple(a not in unsure for a in self.attribute_ids)
 
     def vector(self, object_name: str) -> tuple[bool, ...]:
         """All answers about an object, in `attribute_ids` order."""
@@ -173,8 +229,9 @@ class KnowledgeBase:
         _require(isinstance(source, str), "source must be a string")
         attributes = _parse_attributes(data.get("attributes"))
         ids = {a.id for a in attributes}
-        categories = _parse_categories(data.get("categories"), ids)
+        categories = _parse_categories(data.get("categories"), ids, {a.id: a.family for a in attributes})
         objects = _parse_objects(data.get("objects"), ids, categories)
+        _check_verb_objects(attributes, objects)
         ambiguous = _parse_ambiguous(data.get("ambiguous", []), ids, {o.name for o in objects})
         return cls(VERSION, source, attributes, categories, objects, ambiguous)
 
@@ -196,6 +253,8 @@ def _require(ok: bool, message: str) -> None:
 def _parse_attributes(raw: Any) -> tuple[Attribute, ...]:
     _require(isinstance(raw, list), "attributes must be a list")
     out, seen = [], set()
+    owners: dict[tuple[str, str], str] = {}  # (family, noun) -> attribute id
+    verb_owners: dict[tuple[str, str], str] = {}  # (form, phrase) -> attribute id
     for i, item in enumerate(raw):
         _require(isinstance(item, Mapping), f"attribute #{i} must be an object")
         aid, question = item.get("id"), item.get("question")
@@ -204,14 +263,54 @@ def _parse_attributes(raw: Any) -> tuple[Attribute, ...]:
         _require(aid not in seen, f"attribute {aid!r}: duplicate id")
         _require(isinstance(question, str) and question.strip() != "",
                  f"attribute {aid!r}: missing question")
+        family = item.get("family")
+        _require(family in FAMILIES, f"attribute {aid!r}: family must be one of {FAMILIES}, got {family!r}")
+        nouns = item.get("nouns", [])
+        _require(isinstance(nouns, list) and all(isinstance(n, str) and n == n.strip().lower() and n for n in nouns),
+                 f"attribute {aid!r}: nouns must be a list of lowercase, trimmed words")
+        for noun in nouns:
+            holder = owners.setdefault((family, noun), aid)
+            _require(holder == aid, f"attribute {aid!r}: noun {noun!r} already names {holder!r} in family {family!r}")
+        verbs = _parse_verbs(item.get("verbs", {}), aid, verb_owners)
+        objects = item.get("objects", {})
+        _require(isinstance(objects, Mapping) and all(isinstance(v, list) for v in objects.values()),
+                 f"attribute {aid!r}: objects must map a noun to a list of object names")
+        _require(not objects or any(form == "with" for form, _ in verbs),
+                 f"attribute {aid!r}: objects need \"with\" verbs")
         seen.add(aid)
-        out.append(Attribute(aid, question))
+        out.append(Attribute(aid, question, family, tuple(nouns), verbs,
+                             tuple((noun, tuple(names)) for noun, names in objects.items())))
     _require(len(out) >= MIN_ATTRIBUTES,
              f"need at least {MIN_ATTRIBUTES} attributes, got {len(out)}")
     return tuple(out)
 
 
-def _parse_categories(raw: Any, attribute_ids: set[str]) -> tuple[str, ...]:
+def _parse_verbs(raw: Any, aid: str, owners: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    _require(isinstance(raw, Mapping), f"attribute {aid!r}: verbs must map a form to a list of phrases")
+    out = []
+    for form, phrases in raw.items():
+        _require(form in VERB_FORMS, f"attribute {aid!r}: verb form must be one of {VERB_FORMS}, got {form!r}")
+        _require(isinstance(phrases, list) and all(isinstance(p, str) and p == p.strip().lower() and p for p in phrases),
+                 f"attribute {aid!r}: verbs[{form!r}] must be a list of lowercase, trimmed phrases")
+        for phrase in phrases:
+            holder = owners.setdefault((form, phrase), aid)
+            _require(holder == aid, f"attribute {aid!r}: verb {phrase!r} ({form}) already names {holder!r}")
+        out.append((form, tuple(phrases)))
+    return tuple(out)
+
+
+def _check_verb_objects(attributes: tuple[Attribute, ...], objects: tuple[KBObject, ...]) -> None:
+    """Every object a "with" verb's noun lists exists and has the attribute."""
+    by_name = {o.name: o for o in objects}
+    for attribute in attributes:
+        for noun, names in attribute.objects:
+            for name in names:
+                _require(name in by_name, f"attribute {attribute.id!r}: objects[{noun!r}] names unknown object {name!r}")
+                _require(attribute.id in by_name[name].true_attributes,
+                         f"attribute {attribute.id!r}: objects[{noun!r}] lists {name!r}, for which it is not true")
+
+
+def _parse_categories(raw: Any, attribute_ids: set[str], families: dict[str, str]) -> tuple[str, ...]:
     _require(isinstance(raw, list) and all(isinstance(c, str) and c for c in raw),
              "categories must be a list of names")
     _require(len(set(raw)) == len(raw), "categories must be unique")
@@ -220,6 +319,10 @@ def _parse_categories(raw: Any, attribute_ids: set[str]) -> tuple[str, ...]:
     for c in raw:
         _require(category_attribute(c) in attribute_ids,
                  f"category {c!r}: no attribute {category_attribute(c)!r}")
+    category_ids = {category_attribute(c) for c in raw}
+    for aid, family in families.items():
+        _require((family == "category") == (aid in category_ids),
+                 f"attribute {aid!r}: family 'category' is exactly for the is_<category> attributes, got {family!r}")
     return tuple(raw)
 
 
@@ -259,7 +362,47 @@ def _parse_object(item: Mapping, i: int, attribute_ids: set[str],
         _require((attr in true) == (c == category),
                  f"{where}: attribute {attr!r} must be {c == category} "
                  f"for category {category!r}")
-    return KBObject(name, tuple(synonyms), category, frozenset(true))
+    unsure = _parse_unsure(item.get("unsure", []), where, attribute_ids, true,
+                           {category_attribute(c) for c in categories})
+    size = _parse_size(item.get("size_m"), where, true)
+    counts = _parse_counts(item.get("counts", {}), where, true)
+    return KBObject(name, tuple(synonyms), category, frozenset(true), frozenset(unsure), size, counts)
+
+
+def _parse_unsure(raw: Any, where: str, attribute_ids: set[str], true: set[str], category_ids: set[str]) -> set[str]:
+    _require(isinstance(raw, list), f"{where}: unsure must be a list of attribute ids")
+    for aid in raw:
+        _require(aid in attribute_ids, f"{where}: unsure lists unknown attribute {aid!r}")
+        _require(aid not in true, f"{where}: attribute {aid!r} is both true and unsure")
+        _require(aid not in category_ids, f"{where}: category attribute {aid!r} cannot be unsure")
+    _require(len(set(raw)) == len(raw), f"{where}: an attribute is listed twice in unsure")
+    return set(raw)
+
+
+def _parse_size(raw: Any, where: str, true: set[str]) -> tuple[float, float]:
+    ok = (isinstance(raw, list) and len(raw) == 2
+          and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw) and 0 < raw[0] <= raw[1])
+    _require(ok, f"{where}: size_m must be [low, high] in metres with 0 < low <= high, got {raw!r}")
+    low, high = float(raw[0]), float(raw[1])
+    for aid, (ref_low, ref_high) in SIZE_THRESHOLDS.items():
+        smaller = aid == "smaller_than_hand"
+        value = aid in true
+        # a stored size answer may not contradict a size range clearly on the other side of its reference
+        clearly_bigger, clearly_smaller = low > ref_high, high < ref_low
+        contradiction = (clearly_bigger and value == smaller) or (clearly_smaller and value != smaller)
+        _require(not contradiction, f"{where}: size_m {raw!r} contradicts attribute {aid!r} = {value}")
+    return low, high
+
+
+def _parse_counts(raw: Any, where: str, true: set[str]) -> tuple[tuple[str, int], ...]:
+    _require(isinstance(raw, Mapping), f"{where}: counts must be a mapping of part -> number")
+    for part, n in raw.items():
+        _require(part in COUNTED_PARTS, f"{where}: counts: unknown part {part!r} (known: {sorted(COUNTED_PARTS)})")
+        _require(isinstance(n, int) and not isinstance(n, bool) and n > 0,
+                 f"{where}: counts: {part!r} must be a positive whole number")
+        _require(COUNTED_PARTS[part] in true,
+                 f"{where}: counts {part!r} given but attribute {COUNTED_PARTS[part]!r} is not true")
+    return tuple(sorted(raw.items()))
 
 
 def _parse_values(raw: Any, where: str, attribute_ids: set[str]) -> set[str]:

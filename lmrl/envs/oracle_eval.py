@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HELDOUT_DIR = Path(__file__).resolve().parents[2] / "tests" / "envs" / "heldout"
+DEV_DIR = HELDOUT_DIR.parent / "dev"  # development sets: iterate on these, never on the held-out ones
 
 
 @dataclass
@@ -162,6 +163,8 @@ HELDOUT_SETS = {
     "guess_my_city": ("guess_city", score_guess_city),
     "guess_my_city_everyday": ("guess_city", lambda oracle, items: score_yes_no(oracle, items, "city")),
 }
+DEV_SETS = {"twenty_questions_dev": HELDOUT_SETS["twenty_questions_everyday"],
+            "guess_my_city_dev": HELDOUT_SETS["guess_my_city_everyday"]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,17 +175,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("sets", nargs="*", help=f"any of {', '.join(HELDOUT_SETS)} (default: all)")
     parser.add_argument("--failures", action="store_true", help="list every item not answered right")
+    parser.add_argument("--dev", action="store_true", help=f"the development sets instead ({', '.join(DEV_SETS)})")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.sets) - set(HELDOUT_SETS))
+    sets, directory = (DEV_SETS, DEV_DIR) if args.dev else (HELDOUT_SETS, HELDOUT_DIR)
+    unknown = sorted(set(args.sets) - set(sets))
     if unknown:
-        parser.error(f"unknown held-out set(s) {unknown}; choose from {list(HELDOUT_SETS)}")
-    for name in args.sets or HELDOUT_SETS:
-        task, scorer = HELDOUT_SETS[name]
+        parser.error(f"unknown set(s) {unknown}; choose from {list(sets)}")
+    for name in args.sets or sets:
+        task, scorer = sets[name]
         if task == "twenty_questions":
             from lmrl.envs.twenty_questions import default_oracle
         else:
             from lmrl.envs.guess_city import default_oracle
-        score = scorer(default_oracle(), load_heldout(name))
+        score = scorer(default_oracle(), load_heldout(name, directory))
         print(f"{name}: {score.accuracy:.1%} right ({score.correct}/{score.total}), {len(score.wrong)} wrong")
         for line in score.failures if args.failures else ():
             print(("  WRONG " if line in score.wrong else "  ") + line)

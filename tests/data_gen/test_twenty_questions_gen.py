@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from data_gen.twenty_questions import PAPER_ROW, GuesserMix, expert_returns, generate, phrasebook
 from lmrl.data.stats import dataset_stats
-from lmrl.envs.twenty_questions import TwentyQuestionsEnv
+from lmrl.envs.twenty_questions import UNKNOWN, TwentyQuestionsEnv, default_oracle
 from tests.helpers import replay
 
 CONFIG = Path(__file__).resolve().parents[2] / "conf" / "task" / "twenty_questions.yaml"
@@ -53,7 +53,24 @@ def test_questions_are_varied_and_all_understood(dataset):
     questions = {t.text for e in dataset for t in e.turns if t.is_action}
     assert len(questions) > 1000
     answers = {t.text for e in dataset for t in e.turns[2::2]}
-    assert answers == {"Yes.\n", "No.\n"}  # every scripted question is understood
+    assert answers == {"Yes.\n", "No.\n", UNKNOWN + "\n"}
+    book, oracle = phrasebook(), default_oracle()
+    for episode in dataset[:300]:  # "I can't answer that." only where the knowledge base is unsure of the answer
+        for question, answer in zip(episode.turns[1::2], episode.turns[2::2]):
+            if answer.text == UNKNOWN + "\n":
+                attribute = oracle.parse(question.text.strip()).target
+                assert book.kb.value(episode.info["secret"], attribute) is None, (question.text, episode.info["secret"])
+
+
+def test_every_attribute_has_a_wording_the_oracle_reads_back():
+    book = phrasebook()
+    assert set(book.questions) == set(book.kb.attribute_ids) and all(book.questions.values())
+
+
+def test_the_expert_never_asks_what_the_knowledge_base_is_unsure_of(dataset):
+    for episode in dataset:
+        if episode.info["guesser"] == "expert":
+            assert UNKNOWN + "\n" not in {t.text for t in episode.turns[2::2]}
 
 
 def test_the_expert_value_is_the_config_maximum():

@@ -8,7 +8,9 @@ from collections import Counter
 import pytest
 
 from lmrl.envs.knowledge import (
+    COUNTED_PARTS,
     DEFAULT_PATH,
+    FAMILIES,
     KnowledgeBase,
     KnowledgeBaseError,
     category_attribute,
@@ -69,7 +71,7 @@ def greedy_depths(kb: KnowledgeBase) -> dict[str, int]:
 
 
 def test_shipped_file_passes_schema(kb):
-    assert kb.version == 1
+    assert kb.version == 2
     assert len(kb.categories) == 17
     assert 158 <= len(kb.objects) <= 165
     assert len(kb.attributes) >= 45
@@ -224,7 +226,7 @@ def test_corruption_names_the_culprit(tmp_path, raw, corrupt, culprits):
 
 
 @pytest.mark.parametrize("corrupt, culprit", [
-    (lambda d: d.update(version=2), "version"),
+    (lambda d: d.update(version=1), "version"),
     (lambda d: d["attributes"].append(dict(d["attributes"][20])), "duplicate"),
     (lambda d: d.update(attributes=d["attributes"][:30]), "at least 40"),
     (lambda d: d["categories"].pop(), "17 categories"),
@@ -283,3 +285,122 @@ def test_size_and_kind_answers_are_consistent(kb):
             assert a not in t or b in t, f"{o.name}: {a} without {b}"
         for a, b in EXCLUSIONS:
             assert not (a in t and b in t), f"{o.name}: both {a} and {b}"
+
+
+# ---- attribute families (issue 19): what people ask about, for every object -----------------
+
+
+def known(o) -> frozenset[str]:
+    return o.true_attributes | o.unsure
+
+
+def test_every_family_is_stored_with_enough_attributes(kb):
+    counts = Counter(a.family for a in kb.attributes)
+    assert set(counts) == set(FAMILIES)
+    for family in ("class", "part", "use", "place", "colour", "material", "food", "behaviour", "size", "shape", "sound"):
+        assert counts[family] >= 6, (family, counts[family])
+    assert counts["category"] == 17
+
+
+def test_every_animal_has_one_class_and_every_plant_food_comes_from_a_plant(kb):
+    classes = ("is_mammal", "is_bird", "is_fish", "is_reptile", "is_amphibian", "is_insect")
+    for o in kb.objects:
+        if o.category == "Animals":
+            assert len([c for c in classes if c in o.true_attributes]) == 1, o.name
+            assert "has_eyes" in o.true_attributes and ({"lays_eggs", "gives_birth"} & known(o)), o.name
+        else:
+            assert not any(c in o.true_attributes for c in classes), o.name
+        if o.category in ("Fruits", "Vegetables"):
+            assert "from_plant" in o.true_attributes and "is_food" in o.true_attributes, o.name
+
+
+def test_every_object_has_a_colour_answer_a_size_and_a_place(kb):
+    colours = {a.id for a in kb.attributes if a.family == "colour"} - {"changes_colour"}
+    places = {a.id for a in kb.attributes if a.family == "place"}
+    for o in kb.objects:
+        assert known(o) & colours, f"{o.name}: no colour, not even unsure"
+        assert known(o) & places, f"{o.name}: nowhere"
+        low, high = o.size_m
+        assert 0 < low <= high
+
+
+def test_every_made_thing_has_a_material_and_a_use(kb):
+    materials = {a.id for a in kb.attributes if a.family == "material"}
+    uses = {a.id for a in kb.attributes if a.family == "use"}
+    for o in kb.objects:
+        if "man_made" in o.true_attributes and o.name != "paint":  # paint is itself the material
+            assert known(o) & materials, f"{o.name}: made of nothing"
+            assert known(o) & uses, f"{o.name}: used for nothing"
+
+
+def test_many_coloured_things_have_no_single_colour_denied(kb):
+    """A car can be any colour: "Is it red?" must be unsure for it, never a flat no."""
+    colours = [a.id for a in kb.attributes if a.family == "colour" and a.id in (
+        "red", "yellow", "green", "brown", "white", "black", "orange_color", "blue", "purple", "pink", "grey", "silver")]
+    for o in kb.objects:
+        if "many_colors" in o.true_attributes:
+            for c in colours:
+                assert c in known(o), (o.name, c)
+
+
+def test_counts_and_sizes_agree_with_the_stored_answers(kb):
+    for o in kb.objects:
+        for part, n in o.counts:
+            assert COUNTED_PARTS[part] in o.true_attributes and n > 0
+        if "bigger_than_car" in o.true_attributes:
+            assert o.size_m[1] > 3.5, o.name
+        if "smaller_than_hand" in o.true_attributes:
+            assert o.size_m[0] < 0.18, o.name
+    assert kb.object("dog").count("legs") == 4 and kb.object("chicken").count("legs") == 2
+    assert kb.object("bicycle").count("wheels") == 2 and kb.object("guitar").count("strings") == 6
+
+
+@pytest.mark.parametrize("obj, attribute, expected", [
+    # the reviewer's everyday questions that the first knowledge base answered "No." (issue 19)
+    ("dog", "is_mammal", True), ("chicken", "is_bird", True), ("shark", "is_fish", True), ("snake", "is_reptile", True),
+    ("chicken", "has_feathers", True), ("dog", "has_teeth", True), ("chicken", "has_teeth", False),
+    ("tree", "is_plant", True), ("tree", "has_leaves", True), ("flower", "has_petals", True),
+    ("basketball", "orange_color", True), ("soccer ball", "kicked", True), ("guitar", "played", True),
+    ("fork", "eaten_with", True), ("ladder", "climbed", True), ("hammer", "used_to_hit", True), ("ladder", "has_rungs", True),
+    ("dog", "has_feathers", False), ("dog", "lays_eggs", False), ("cow", "gives_milk", True), ("bicycle", "has_pedals", True),
+    ("car", "has_steering_wheel", True), ("crayon", "made_of_wax", True), ("sun", "is_star", True), ("moon", "is_planet", False),
+])
+def test_everyday_facts(kb, obj, attribute, expected):
+    assert kb.value(obj, attribute) is expected
+
+
+def test_unsure_answers_are_neither_yes_nor_no(kb):
+    assert kb.value("car", "red") is None and kb.answer("car", "red") is False  # vector() counts unsure as no
+    assert kb.value("cow", "has_horns") is None and kb.value("lamp", "has_shade") is None
+    assert kb.known_mask("car")[kb.attribute_ids.index("red")] is False
+
+
+def _attribute(d, aid):
+    return next(a for a in d["attributes"] if a["id"] == aid)
+
+
+@pytest.mark.parametrize("corrupt, culprits", [
+    (lambda d: _attribute(d, "alive").update(family="vibes"), ["alive", "family"]),
+    (lambda d: _attribute(d, "alive").update(family="category"), ["alive", "category"]),
+    (lambda d: _attribute(d, "is_bird").update(nouns=["mammal"]), ["is_bird", "mammal", "is_mammal"]),
+    (lambda d: _attribute(d, "is_bird").update(nouns=["Bird"]), ["is_bird", "nouns"]),
+    (lambda d: find(d, "dog").update(unsure=["alive"]), ["dog", "alive", "both true and unsure"]),
+    (lambda d: find(d, "dog").update(unsure=["is_fruits"]), ["dog", "is_fruits", "category"]),
+    (lambda d: find(d, "dog").update(unsure=["is_purple"]), ["dog", "is_purple"]),
+    (lambda d: find(d, "dog").update(size_m=[2.0, 1.0]), ["dog", "size_m"]),
+    (lambda d: find(d, "elephant").update(size_m=[0.1, 0.2]), ["elephant", "size_m", "contradicts"]),
+    (lambda d: find(d, "dog").update(size_m=None), ["dog", "size_m"]),
+    (lambda d: find(d, "dog").update(counts={"tentacles": 8}), ["dog", "tentacles"]),
+    (lambda d: find(d, "dog").update(counts={"legs": 0}), ["dog", "legs"]),
+    (lambda d: find(d, "snake").update(counts={"legs": 4}), ["snake", "legs", "has_legs"]),
+    (lambda d: _attribute(d, "barks").update(verbs={"sometimes": ["bark"]}), ["barks", "sometimes"]),
+    (lambda d: _attribute(d, "meows").update(verbs={"it": ["bark"]}), ["meows", "bark", "barks"]),
+    (lambda d: _attribute(d, "used_to_hit")["objects"].update(nail=["dog"]), ["used_to_hit", "nail", "dog"]),
+    (lambda d: _attribute(d, "used_to_hit")["objects"].update(nail=["unicorn"]), ["used_to_hit", "unicorn"]),
+])
+def test_family_schema_corruption_names_the_culprit(tmp_path, raw, corrupt, culprits):
+    corrupt(raw)
+    with pytest.raises(KnowledgeBaseError) as err:
+        load_corrupt(tmp_path, raw)
+    for word in culprits:
+        assert word in str(err.value), (word, str(err.value))

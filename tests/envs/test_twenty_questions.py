@@ -4,7 +4,7 @@ comparisons, negation, unanswerable questions) and the exploits that must never 
 import pytest
 
 from lmrl.envs.knowledge import load_twenty_questions
-from lmrl.envs.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle, size_level
+from lmrl.envs.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle
 
 KB = load_twenty_questions()
 NAMES = [o.name for o in KB.objects]
@@ -86,17 +86,26 @@ def test_category_questions_follow_the_category(oracle, question, category):
         assert oracle.answer(obj.name, question).text == (YES if obj.category == category else NO), (question, obj.name)
 
 
-def test_size_comparisons_follow_the_size_scale_in_both_directions(oracle):
-    cat = size_level(KB.object("cat").true_attributes)
+def test_size_comparisons_use_stored_judgements_then_size_ranges(oracle):
+    cat_low, cat_high = KB.object("cat").size_m
     for obj in KB.objects:
-        level = size_level(obj.true_attributes)
-        assert oracle.answer(obj.name, "Is it bigger than a person?").text == (YES if level >= 3 else NO)
-        assert oracle.answer(obj.name, "Is it smaller than a person?").text == (YES if level <= 2 else NO)
-        assert oracle.answer(obj.name, "Is it larger than a breadbox?").text == (YES if level >= 2 else NO)
-        assert oracle.answer(obj.name, "is it smaller than my hand").text == (YES if level == 0 else NO)
-        # against another object: strictly bigger by the scale
-        assert oracle.answer(obj.name, "Is it bigger than a cat?").text == (YES if level > cat else NO)
-    assert size_level(KB.object("elephant").true_attributes) > size_level(KB.object("cat").true_attributes)
+        t = obj.true_attributes
+        # the references the knowledge base stores a judgement for answer from it, in both directions
+        assert oracle.answer(obj.name, "Is it bigger than a person?").text == (YES if "bigger_than_person" in t else NO)
+        assert oracle.answer(obj.name, "Is it smaller than a person?").text == (NO if "bigger_than_person" in t else YES)
+        assert oracle.answer(obj.name, "Is it larger than a breadbox?").text == (YES if "bigger_than_breadbox" in t else NO)
+        assert oracle.answer(obj.name, "is it smaller than my hand").text == (YES if "smaller_than_hand" in t else NO)
+        # anything else compares size ranges; overlapping ranges cannot be answered
+        low, high = obj.size_m
+        want = YES if low > cat_high else NO if high < cat_low else UNKNOWN
+        assert oracle.answer(obj.name, "Is it bigger than a cat?").text == want, obj.name
+    assert oracle.answer("cow", "Is it bigger than a dog?").text == YES
+    assert oracle.answer("strawberry", "Is it bigger than a tennis ball?").text == NO
+    assert oracle.answer("sun", "Is it bigger than the earth?").text == YES
+    assert oracle.answer("dog", "Is it bigger than a cat?").text == UNKNOWN  # small dogs, big cats
+    assert oracle.answer("ring", "Would it fit in your pocket?").text == YES
+    assert oracle.answer("elephant", "Is it heavier than a feather?").text == UNKNOWN  # no weights stored
+    assert oracle.answer("dog", "Is it bigger than a zorblat?").text == UNKNOWN
 
 
 def test_attribute_answers_and_negation(oracle):
@@ -137,3 +146,66 @@ def test_batched_answers_match_single_answers(oracle):
     secrets = [NAMES[i * 7 % len(NAMES)] for i in range(len(questions))]
     assert [r.text for r in oracle.answer_batch(secrets, questions)] == \
         [oracle.answer(s, q).text for s, q in zip(secrets, questions)]
+
+
+# ---- everyday questions (issue 19): answered from the knowledge base, or "I can't answer that." ----
+
+
+def expected(obj: str, attribute: str) -> str:
+    value = KB.value(obj, attribute)
+    return UNKNOWN if value is None else YES if value else NO
+
+
+EVERYDAY = [  # (question, attribute it asks), asked of every object
+    ("Is it a mammal?", "is_mammal"), ("is it a bird", "is_bird"), ("Is it a type of fish?", "is_fish"),
+    ("Is it a plant?", "is_plant"), ("Does it have feathers?", "has_feathers"), ("Has it got teeth?", "has_teeth"),
+    ("Does it have leaves?", "has_leaves"), ("Does it have wheels?", "has_wheels"), ("Does it have a handle?", "has_handle"),
+    ("Is it made of wax?", "made_of_wax"), ("Is it wooden?", "made_of_wood"), ("Is it orange?", "orange_color"),
+    ("Is it grey?", "grey"), ("Do you eat with it?", "eaten_with"), ("Can you eat it?", "edible"), ("Do you ride it?", "ridden"),
+    ("Do people climb it?", "climbed"), ("Does it bark?", "barks"), ("Does it lay eggs?", "lays_eggs"),
+    ("Would you find it in a garage?", "found_in_garage"), ("Is it found in the ocean?", "found_in_ocean"),
+    ("Do you kick it?", "kicked"), ("Is it a tool?", "is_tool"), ("Is it a kind of vehicle?", "is_vehicles"),
+]
+
+
+@pytest.mark.parametrize("question, attribute", EVERYDAY)
+def test_everyday_questions_follow_the_knowledge_base_for_every_object(oracle, question, attribute):
+    assert oracle.parse(question).terms[0].attribute == attribute
+    for obj in KB.objects:
+        assert oracle.answer(obj.name, question).text == expected(obj.name, attribute), (question, obj.name)
+
+
+@pytest.mark.parametrize("question", [
+    "Does it have gills?", "Does it have tentacles?", "Is it made of cheese?", "Do bees like it?", "Do cows eat it?",
+    "Does it hibernate in winter?", "Is it used to make perfume?", "Does it glow in the dark?", "Is it famous in Japan?",
+    "Does it have a long history in Europe?", "Does it look like a spaceship?", "Is it bigger than a zorblat?",
+])
+def test_questions_about_what_the_knowledge_base_does_not_hold_are_not_answered_no(oracle, question):
+    """The first oracle answered a confident "No." to anything it did not cover (issue 19); it must now say so."""
+    for obj in KB.objects:
+        assert oracle.answer(obj.name, question).text == UNKNOWN, (question, obj.name)
+
+
+def test_counts_alternatives_and_combinations(oracle):
+    assert [oracle.answer(o, "Does it have four legs?").text for o in ("dog", "chicken", "snake")] == [YES, NO, NO]
+    assert oracle.answer("bus", "Does it have more than two wheels?").text == YES
+    assert oracle.answer("bicycle", "Does it have two wheels?").text == YES
+    assert oracle.answer("carrot", "Is it a fruit or a vegetable?").text == YES
+    assert oracle.answer("dog", "Is it a fruit or a vegetable?").text == NO
+    assert oracle.answer("horse", "Is it an animal with hooves?").text == YES
+    assert oracle.answer("dog", "Is it an animal with hooves?").text == NO
+    assert oracle.answer("sun", "Is it a star in the sky?").text == YES and oracle.answer("moon", "Is it a star in the sky?").text == NO
+
+
+def test_what_you_do_with_it_and_what_it_does_are_told_apart(oracle):
+    assert oracle.answer("fork", "Do you eat with it?").text == YES and oracle.answer("fork", "Can you eat it?").text == NO
+    assert oracle.answer("apple", "Do you eat with it?").text == NO and oracle.answer("apple", "Can you eat it?").text == YES
+    assert oracle.answer("hammer", "Do you use it to hit nails?").text == YES
+    assert oracle.answer("baseball bat", "Do you use it to hit nails?").text == NO
+    assert oracle.answer("scissors", "Do you cut paper with it?").text == YES
+    assert oracle.answer("cat", "Does it eat mice?").text == UNKNOWN  # not "No" because forks don't eat
+    assert oracle.answer("rabbit", "Does it eat carrots?").text == YES
+    assert oracle.answer("river", "Can you swim in it?").text == YES and oracle.answer("river", "Can it swim?").text == NO
+    assert oracle.answer("car", "Is it red?").text == UNKNOWN and oracle.answer("car", "Can it be red?").text == YES
+    assert oracle.answer("tractor", "Would a farmer have one?").text == YES
+    assert oracle.answer("violin", "Would a farmer have one?").text == UNKNOWN  # a farmer may own a violin

@@ -2,7 +2,7 @@
 
 The questions below were written before the oracle's example phrasings and before any run of
 the oracle on them; the expected answer of an attribute question is the knowledge base's value
-of the attribute it paraphrases, for objects drawn with a fixed seed (ambiguous pairs skipped).
+of the attribute it paraphrases, for objects drawn with a fixed seed (ambiguous and unsure pairs skipped).
 Re-running this script reproduces the file exactly: `python tests/envs/heldout/build_twenty_questions.py`.
 """
 
@@ -131,8 +131,8 @@ def build() -> list[dict]:
 
     def add_attribute_items(question, attribute, polarity, per_value=2):
         for value in (True, False):
-            pool = [o.name for o in kb.objects
-                    if kb.answer(o.name, attribute) == value and not kb.is_ambiguous(o.name, attribute)]
+            pool = [o.name for o in kb.objects  # ambiguous and unsure (knowledge base v2) pairs are skipped
+                    if kb.value(o.name, attribute) is value and not kb.is_ambiguous(o.name, attribute)]
             for name in rng.sample(pool, min(per_value if value else 1, len(pool))):
                 answer = value if polarity else not value
                 items.append({"object": name, "question": question, "answer": "Yes." if answer else "No.",
