@@ -65,7 +65,7 @@ FAMILIES = ("category", "class", "life", "part", "colour", "material", "use", "p
 VERB_FORMS = ("it", "object", "with")
 # Countable parts -> the attribute that says the object has them at all.
 COUNTED_PARTS = {"legs": "has_legs", "wheels": "has_wheels", "wings": "has_wings", "strings": "has_strings",
-                 "eyes": "has_eyes"}
+                 "eyes": "has_eyes", "blades": "has_blade"}
 # Reference sizes (metres) of the stored size attributes: an object's `size_m` may not contradict them.
 SIZE_THRESHOLDS = {"smaller_than_hand": (0.12, 0.18), "bigger_than_breadbox": (0.3, 0.45),
                    "bigger_than_person": (1.5, 1.9), "bigger_than_car": (3.5, 5.0)}

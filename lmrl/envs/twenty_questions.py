@@ -45,7 +45,7 @@ import functools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lmrl.envs.knowledge import KnowledgeBase, category_attribute, load_twenty_questions, normalize
@@ -77,6 +77,7 @@ DEFAULT_KEYWORD_WEIGHT = 0.1
 
 _WH_START = re.compile(r"^(?:so |ok |okay |and |well |then )*(?:what|which|where|who|whom|whose|why|when|how)\b")
 _NEGATION = re.compile(r"\b(?:not|never)\b")
+_POSSIBLE = re.compile(r"^(?:\w+\s+)??(?:can|could|might|may)\s+(?:it|they|this)\s+be\b")
 _OR_NOT = re.compile(r"\bor not\b")
 _LIST_SEPARATORS = re.compile(r"[,;/?!]|\bor\b|\band\b")
 # "Do you/people ... ?" asks what people do; it cannot be about a part, a behaviour, a sound or life.
@@ -86,6 +87,9 @@ _NOT_PEOPLE_FAMILIES = frozenset({"behaviour", "sound", "life"})
 # A match into these families must share a word with the question ("Is it wheat?" is not "Is it a grain?").
 _NAMED_FAMILIES = frozenset({"class", "category"})
 _SHARED_MARGIN = 0.1
+# Read by rule only: their wording differs from another attribute's by polarity or an antonym alone ("Can one
+# person lift it?" vs "Is it too heavy to lift?", day vs night), which sentence embeddings cannot tell apart.
+_RULE_ONLY = frozenset({"liftable", "seen_in_daytime", "seen_at_night"})
 # Parts are asked with "have": a question about what it makes or does is not about a part.
 _ACTION_VERBS = frozenset(stem(w) for w in "make produce create give emit cause cut dig drill build do".split())
 _FUNCTION_WORDS = frozenset("through across along inside within without onto upon".split())
@@ -139,7 +143,7 @@ _CATEGORY_NOUNS = {
     "Jewelry": ["jewelry", "jewellery", "piece of jewelry", "piece of jewellery", "jewel"],
     "Garden Supplies": ["garden tool", "garden supply", "garden supplies", "gardening tool", "garden equipment",
                         "gardening supply", "gardening supplies", "gardening equipment"],
-    "Tools": ["building tool", "repair tool", "tool for building", "tool for repairs", "diy tool"],
+    "Tools": ["building tool", "repair tool", "tool for building", "tool for repairs", "diy tool", "tool for building or repair"],
 }
 
 
@@ -173,8 +177,9 @@ class TwentyQuestionsOracle:
         self._intent_words = self._build_intent_words()
         self._property_words = self._build_property_words()
         self._vocabulary = set().union(*self._intent_words.values(), self._property_words, GENERIC_WORDS)
-        # attributes named only by what the object does ("bark", "eat plants"): never asked as "do you ...?"
-        self._it_only = {a.id for a in self.kb.attributes if a.verbs and {f for f, _ in a.verbs} == {"it"}}
+        # what a living thing does ("bark", "eat plants"): never asked as "do you ...?"
+        self._it_only = {a.id for a in self.kb.attributes if a.verbs and {f for f, _ in a.verbs} == {"it"}
+                         and a.family in ("life", "behaviour", "sound", "food")}
         self._index = None
         self._parses: dict[str, Parse] = {}
 
@@ -243,6 +248,8 @@ class TwentyQuestionsOracle:
         for q, parse in rules:
             if parse is None or parse.kind == "match":
                 parse = self._match(clean(q), ranked[q], parse.families if parse else ())
+                if parse.kind == "attribute" and _POSSIBLE.search(clean(q)):  # "can it be venomous?": unsure is a yes
+                    parse = attribute_parse([replace(t, possible=True) for t in parse.terms], parse.any_of, parse.score)
             if len(self._parses) > 500_000:
                 self._parses.clear()
             self._parses[q] = parse
@@ -288,7 +295,7 @@ class TwentyQuestionsOracle:
         """Whether an attribute may answer a question with these meaningful words."""
         attribute = self.kb.attribute(intent)
         own = self._intent_words[intent]
-        if families and attribute.family not in families:
+        if intent in _RULE_ONLY or (families and attribute.family not in families):
             return False
         if people and (attribute.family in _NOT_PEOPLE_FAMILIES or intent in self._it_only):
             return False  # "Do you ...?" asks what people do with it, not what it does

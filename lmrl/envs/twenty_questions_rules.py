@@ -36,10 +36,12 @@ _DETERMINERS = frozenset("a an the any some its it's their his her one lots lot 
 _ANY_THING = frozenset("thing things stuff something anything everything objects it them others other people someone "
                        "anyone with to else".split())
 # Trailing clauses that set a condition, not a property: "when it's cold", "without anyone pushing it".
+_REST_CONDITION = re.compile(r"\s*(?:,|\b(?:when|whenever|if|while|because|before|after|once|like|at once)\b).*$")
+_FILLER_REST = re.compile(r"\b(?:at all|ever|often|usually|normally|much|a lot|really)\b")
 _CONDITION = re.compile(r"\s*(?:,|\b(?:when|whenever|if|while|because|without|before|after|once|like|at once)\b).*$")
 _ADVERBS = frozenset("usually mostly mainly mostly typically normally generally often always all entirely partly "
                      "completely really very quite pretty totally made".split())
-_PEOPLE = r"(?:you|people|we|i|they|someone|somebody|anyone|one|kids|children|a person|humans|adults|players|musicians|most people|u)"
+_PEOPLE = r"(?:you|people|we|i|they|someone|somebody|anyone|one person|one|kids|children|a person|humans|adults|players|musicians|most people|u)"
 _MODAL = r"(?:do|does|did|can|could|would|will|should|might|may)"
 _IT = r"(?:it|they|this|that|this thing|the thing|the object|your object|the item)"
 _HAVE = [re.compile(p) for p in (
@@ -47,27 +49,29 @@ _HAVE = [re.compile(p) for p in (
     r"(?:have|has|come with|contain|possess)\s+(?!to\b)(?P<np>.+)$",
     rf"^(?:\w+\s+)??(?:has|have)\s+{_IT}\s+got\s+(?P<np>.+)$",
     rf"^(?:\w+\s+)??(?:is|are)\s+there\s+(?P<np>.+?)\s+(?:on|in|inside|attached to|to)\s+(?:it|them)\b.*$",
-    rf"^(?:\w+\s+)??(?:is|are)\s+{_IT}\s+(?:covered in|covered with|full of)\s+(?P<np>.+)$",
+    rf"^(?:\w+\s+)??(?:is|are)\s+(?:{_IT}|its body|its skin|its body all)\s+(?:covered in|covered with|full of|filled with)\s+"
+    r"(?P<np>.+)$",
 )]
 _NP_END = re.compile(r"\s+(?:on|in|at|underneath|under|that|which|you|to|when|inside|over|around|for|so|like|as|"
                      r"at all|or not|then|sticking|stretched|coming|going)\b.*$")
 _MADE_OF = re.compile(r"\b(?:made|built|carved|formed|constructed|created)\s+(?:mostly\s+|mainly\s+|entirely\s+)?"
                       r"(?:of|from|out of|with)\s+(?P<np>.+)$")
-_PARTICLES = re.compile(r"(?:\s+(?:up|down|back|around|about|away|off|along|again|easily|well|high|far|a lot))+$")
 _ROLE = re.compile(r"^(?:\w+\s+)??(?:do|does|would|will|could|can|might)\s+(?:(?:a|an|the|most|many|some)\s+)?(?P<role>[a-z ]+?)s?\s+"
                    r"(?:use|have|need|own|carry|keep|buy|work with|play with|play|wear)\s+(?:it|one|them|this)\b")
 _MADE_INTO = [re.compile(p) for p in (
     r"\b(?:used|use it)\s+(?:to|for)\s+(?:make|making|produce|producing)\s+(?P<x>[a-z ]+?)$",
-    r"\b(?:make|makes|made|making|produce|get|gets)\s+(?P<x>[a-z ]+?)\s+(?:from|with|out of|of)\s+(?:it|them)$",
+    r"\b(?:make|makes|made|making|produce|get|gets)\s+(?P<x>[a-z ]+?)\s+(?:from|out of|of)\s+(?:it|them)$",
     r"^(?:\w+\s+)??(?:is|are|do|does|can)\s+(?P<x>[a-z ]+?)\s+(?:made|produced)\s+(?:from|with|out of|of)\s+(?:it|them)$",
     r"\b(?:made|turned|made|processed)\s+into\s+(?P<x>[a-z ]+?)$",
 )]
 _PLACE_PRE_WORDS = FRAME_WORDS | frozenset(
-    "one do does did will usually often mostly typically normally commonly ever always sometimes likely also mainly people "
+    "down up out one do does did will usually often mostly typically normally commonly ever always sometimes likely also mainly people "
     "someone you find found see seen kept keep stored store live lives located grow grows grown sold buy bought used use "
     "belong belongs exist exists go goes put spotted spot run runs drive drives sit sits stay stays hang hangs stand "
     "stands kept".split())
 # Verbs too general to say what a question is about ("come", "make"): never a reason to refuse.
+_FUNCTION = frozenset("for of to with from by in on at as like than mostly mainly usually very really real actual".split())
+_PARTICLE_WORDS = frozenset("up down back around about away off along again easily well".split())
 _LIGHT_VERBS = frozenset(stem(w) for w in "come make give get go have be do produce take put keep let seem look need use"
                          .split())
 _CLASS_AS = re.compile(r"^(?:class|classify|call|consider|count|describe|categori[sz]e|label|say)\s+(?:it|this|that)?\s*"
@@ -134,13 +138,21 @@ class PropertyRules:
         found = _CLASS_AS.match(text)
         text = found.group("x") if found else text
         negated = text.startswith("not ")
+        kind_of = bool(_KIND_OF.match(text.removeprefix("not ")))
         text = _KIND_OF.sub("", text.removeprefix("not ")).strip()
+        if not kind_of and self.kb.resolve(text) is None and any(self.kb.resolve(p.strip()) for p in re.split(r"\bor\b|,", text)):
+            return None  # "a cat or a dog": guesses, not the classes "a kind of cat" names
         with_part = re.match(r"^(?P<head>.+?)\s+(?:with|that has|that have|which has|having)\s+(?P<np>.+)$", text)
         if with_part and self.lookup("class", with_part.group("head")) and not self.lookup("class", text):
             parts = self._noun_phrase(with_part.group("np"), "part")
             if parts and not parts[1]:
                 return attribute_parse((Term(self.lookup("class", with_part.group("head"))), *parts[0]))
             return UNKNOWN_PARSE
+        purpose = re.match(r"^(?P<head>.+?)\s+(?:for|used for|meant for)\s+(?P<vp>.+)$", text)
+        if purpose and self.lookup("class", purpose.group("head")) and not self.lookup("class", text):  # "a utensil for eating", "a tool for cutting"
+            use = self._with_verb(purpose.group("vp"))
+            if use is not None:
+                return attribute_parse(dict.fromkeys((Term(self.lookup("class", purpose.group("head"))), *use.terms)))
         text, where = self._place_qualifier(text)
         colour = _COLOUR_TAIL.sub("", text)
         inside = re.match(r"^(?P<c>\w+)\s+(?:on the\s+)?(?:inside|underneath|in the middle)$", text)
@@ -157,6 +169,10 @@ class PropertyRules:
                 return attribute_parse(terms, any_of)
         if where:
             return None
+        modified = re.fullmatch(r"(?:an?\s+)?(?P<mod>[a-z]+)\s+(?P<noun>[a-z]+(?:\s+[a-z]+)?)", text)
+        if modified and modified.group("mod") not in _FUNCTION and self.lookup("class", modified.group("noun")):
+            # "a percussion instrument": a no holds, a yes cannot be checked
+            return attribute_parse([Term(self.lookup("class", modified.group("noun")), restricted=True)])
         return self._material(text) or size_word(text)
 
     def _place_qualifier(self, text: str) -> tuple[str, str]:
@@ -231,10 +247,16 @@ class PropertyRules:
                 if any(p in ("things", "stuff", "something", "music", "noise", "sound", "noises", "sounds") for p in products):
                     return None
                 attributes = [self.lookup("other-nouns", p) for p in products]
-                if all(a and self.kb.attribute(a).family == "food" for a in attributes):
+                if all(a and self.kb.attribute(a).family in ("food", "life") for a in attributes):
                     return attribute_parse([Term(a) for a in dict.fromkeys(attributes)], any_of=True)
                 return UNKNOWN_PARSE
         return None
+
+    def _for_noun(self, phrase: str) -> Parse | None:
+        """"Is it used for art / sports / music?": the class or category a noun names."""
+        words = " ".join(w for w in tokens(phrase) if w not in _DETERMINERS)
+        attribute = self.lookup("class", words)
+        return attribute_parse([Term(attribute)]) if attribute else None
 
     def _role(self, text: str) -> Parse | None:
         """"Would a farmer have one?", "Do builders use it?": yes when the object belongs to that trade."""
@@ -255,7 +277,8 @@ class PropertyRules:
                         rf"\b(?:is|are)\s+{_IT}\s+(?:for|meant for|made for|good for)\s+(?P<vp>.+)$"):
             found = re.search(pattern, text)
             if found:
-                return self._with_verb(found.group("vp")) or Parse("match", families=("use",))
+                return self._with_verb(found.group("vp")) or self._for_noun(found.group("vp")) or Parse(
+                    "match", families=("use", "category", "class"))
         found = re.match(rf"^(?:\w+\s+)??{_MODAL}\s+{_PEOPLE}\s+(?P<vp>.+?)\s+(?:it|them|one)(?P<rest>(?:\s+\S+)*)$", text)
         if found:
             return self._people_verb(found.group("vp"), found.group("rest").strip(), text.startswith(("can ", "could ")))
@@ -272,12 +295,18 @@ class PropertyRules:
             if all(p is not None and p.kind == "attribute" for p in parses):
                 return attribute_parse([p.terms[0] for p in parses], any_of=True)
             return UNKNOWN_PARSE if any(p is not None and p.kind == "unknown" for p in parses) else None
-        attribute = self.verbs.get("it", {}).get(_key(vp)) or self.verbs.get("it", {}).get(_key(_PARTICLES.sub("", vp)))
+        plain = " ".join(w for w in vp.split() if w not in _PARTICLE_WORDS)
+        attribute = self.verbs.get("it", {}).get(_key(vp)) or self.verbs.get("it", {}).get(_key(plain))
         if attribute:
             return attribute_parse([Term(attribute)])
         use = self._with_verb(vp)
-        if use is not None and not use.terms[0].noun:
+        if use is not None and (not use.terms[0].noun or tuple(use.terms[0].noun.split()) in self.objects[use.target]):
             return use
+        around = re.match(r"^(?P<verb>.+?)\s+(?:on|in|through|across|over|under)\s+(?:the\s+)?(?:land|ground|water|sea|air|sky|"
+                          r"wind|earth|floor)$", plain)
+        if around and self.verbs.get("it", {}).get(_key(around.group("verb"))):  # "can it walk on land?"
+            return attribute_parse([Term(self.verbs["it"][_key(around.group("verb"))])])
+        vp = plain
         words = tokens(vp)
         where = re.match(r"^(?P<verb>.+?)\s+(?:in|on|through|across|around|under)\s+(?:the\s+|a\s+|an\s+)?(?P<place>[a-z ]+)$", vp)
         if where and self.lookup("place", where.group("place")) and self.verbs.get("it", {}).get(_key(where.group("verb"))):
@@ -301,10 +330,16 @@ class PropertyRules:
         """"Do you <vp> it <rest>": a verb people do to it ("ride", "sit on"), or with it ("fry eggs in").
         `possible` ("can you throw it?"): an unsure answer counts as yes."""
         table = self.verbs.get("object", {})
+        rest = re.sub(r"\s+it$", "", _FILLER_REST.sub("", _REST_CONDITION.sub("", rest)).strip())  # "before eating", "at all"
+        place = re.fullmatch(r"(?:on|in|at|around)\s+(?:a|an|the|your)?\s*(?P<place>[a-z ]+)", rest)
+        if place and table.get(_key(vp)) and self.lookup("place", place.group("place")):  # "can you ride it on a road?"
+            return attribute_parse([Term(table[_key(vp)], possible=possible), Term(self.lookup("place", place.group("place")))])
         for phrase in ((vp + " " + rest).strip(), vp if not rest else None):
             attribute = phrase and table.get(_key(phrase))
             if attribute:
                 return attribute_parse([Term(attribute, possible=possible)])
+        if re.match(r"^with\s+(?:your|my|our|their|his|her)\b", rest) and table.get(_key(vp)):
+            return UNKNOWN_PARSE  # "can you play it with your fingers?": how, which the knowledge base does not hold
         with_part = re.match(r"^with\s+(?P<np>.+)$", rest)
         parts = with_part and table.get(_key(vp)) and self._noun_phrase(with_part.group("np"), "part")
         if parts and not parts[1]:  # "do you play it with a bow?": played and has a bow
@@ -326,6 +361,8 @@ class PropertyRules:
                 return attribute_parse([Term(a) for a in dict.fromkeys(found)], any_of=True)
         if re.match(r"^(?:on|around|in|over|under)\s+(?:your|my|our|their|the)\b", rest) and table.get(_key(vp)):
             return UNKNOWN_PARSE  # "do you wear it on your top half?": a place on the body the knowledge base does not hold
+        if rest and table.get(_key(vp)):
+            return UNKNOWN_PARSE  # "do people wear it outside?": a qualifier the knowledge base does not hold
         found = re.match(r"^(?P<verb>.+?)\s+(?P<prep>with|in|on|into|at|from|off|under|inside|onto|to)$", vp)
         if found and not rest:
             if found.group("prep") in ("with", "in", "on", "into"):

@@ -77,8 +77,8 @@ def _needs_e(base: str) -> bool:
 
 
 def tokens(text: str) -> list[str]:
-    """Lowercase words (letters, digits, inner hyphens/apostrophes)."""
-    return re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", text.lower().replace("\u2019", "'"))
+    """Lowercase words (letters, digits, inner apostrophes); a hyphen splits words ("stick-shaped")."""
+    return re.findall(r"[a-z0-9]+(?:'[a-z0-9]+)*", text.lower().replace("\u2019", "'"))
 
 
 def stems(text: str) -> list[str]:
