@@ -36,6 +36,7 @@ from tqdm import tqdm
 from launchers import sizing
 from lmrl.dist import child_env
 from lmrl.records import config_hash, failed_record, find_record, skip_reason, write_record
+from lmrl.threads import thread_env, usable_cores
 from lmrl.train import resumable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,9 +145,14 @@ def write_plan(sweep: Sweep) -> None:
     (sweep.records / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 
+def cell_vars(threads: int | None) -> dict:
+    """What a cell's process gets in its environment: its thread share (None: it sizes its own pool)."""
+    return {**(thread_env(threads) if threads else {}), "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+
+
 def cell_env(threads: int) -> dict:
-    return child_env(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false",
-                     HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
+    return child_env(**cell_vars(threads))
 
 
 def train_command(cell: Cell, run_dir: Path, wandb_group: str | None) -> list[str]:
@@ -159,7 +165,7 @@ def train_command(cell: Cell, run_dir: Path, wandb_group: str | None) -> list[st
 def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_group: str | None) -> None:
     """The cells to do, `workers` at a time, each a subprocess with its share of the cores."""
     todo = [c for c in sweep.cells if not c.done]
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = max(1, usable_cores() // workers)
     logs = sweep.records / "logs"
     logs.mkdir(parents=True, exist_ok=True)
 
@@ -227,12 +233,15 @@ def run_submitit(sweep: Sweep, runs: Path, cluster: str, timeout_min: float, wan
                       cpus_per_task=int(slurm.get("cpus_per_task") or 8), mem_gb=int(slurm.get("mem_gb") or 64),
                       slurm_array_parallelism=int(sweep.spec.get("workers") or 32))
     executor.update_parameters(**params)
-    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # The job keeps its own environment (Slurm's task variables included); `env` adds ours.  A Slurm task
+    # sizes its threads from its --cpus-per-task; the local executor runs every job at once.
+    share = None if cluster == "slurm" else max(1, usable_cores() // max(1, len(todo)))
+    env = ["env", *(f"{k}={v}" for k, v in cell_vars(share).items())]
     jobs = []
     with executor.batch():
         for cell in todo:
-            cmd = train_command(cell, runs / cell.run_name, wandb_group)
-            jobs.append((cell, executor.submit(submitit.helpers.CommandFunction(cmd, cwd=str(ROOT), env=env))))
+            cmd = [*env, *train_command(cell, runs / cell.run_name, wandb_group)]
+            jobs.append((cell, executor.submit(submitit.helpers.CommandFunction(cmd, cwd=str(ROOT)))))
     for cell, job in tqdm(jobs, desc=f"{sweep.experiment} ({cluster})", unit="cell"):
         start = time.perf_counter()
         try:

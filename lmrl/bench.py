@@ -22,6 +22,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -39,6 +41,7 @@ from lmrl.models.value import GuidedLM, ValueModel
 from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.rollout.policy import LMPolicy
 from lmrl.rollout.sampler import left_pad, sample_turns
+from lmrl.threads import usable_cores
 
 
 def timed(fn, repeats: int, device: torch.device | None = None) -> list[float]:
@@ -260,6 +263,34 @@ def quick_bc(model, tok, episodes, steps: int, device: torch.device) -> None:
     model.eval()
 
 
+def bench_contention(model, tok, episodes, repeats: int, workers: int = 2) -> dict:
+    """A BC step's tokens/s on the CPU while another process keeps one core busy (a spin loop standing for a
+    sibling sweep worker or DeepSpeed rank): at torch's default (every core) and at the share `lmrl.threads`
+    gives each of `workers` processes; the same two without the busy process for reference."""
+    encode = SegmentEncoder(tok)
+    seqs = [s for ep in episodes for s in episode_to_sequences(ep, encode, 1, 512)]
+    batch = collate(seqs[:64], tok.pad_token_id)
+    before = torch.get_num_threads()
+    settings = {"torch_default": os.cpu_count() or 1, "lmrl_share": max(1, usable_cores() // workers)}
+
+    def speeds() -> dict:
+        return {name: bench_bc_step(copy.deepcopy(model), batch, repeats, None, device="cpu", threads=n)["tokens_per_s"]
+                for name, n in settings.items()}
+
+    idle = speeds()
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        loaded = speeds()
+    finally:
+        busy.kill()
+        busy.wait()
+    torch.set_num_threads(before)
+    return {"threads": settings, "tokens_per_step": int(batch["attention_mask"].sum()),
+            "load_average_before": os.getloadavg()[0],  # other work on the machine, for reading the numbers
+            "tokens_per_s_one_core_busy": loaded, "tokens_per_s_idle": idle,
+            "share_over_default_one_core_busy": loaded["lmrl_share"] / loaded["torch_default"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
@@ -297,6 +328,7 @@ def main() -> None:
     result["ilql_train_step"] = headline_ilql(result)
     quick_bc(model, tok, episodes, steps=200, device=device)
     result["rollout_maze_fo"] = bench_rollout(model, tok, [1, 16, 64], episodes=64)
+    result["contention"] = bench_contention(copy.deepcopy(model).cpu(), tok, episodes, args.repeats)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from lmrl.dist import Autocast, OptimConfig, TorchEngine, init_distributed, is_main, param_groups, warmup_cosine
+from lmrl.threads import set_threads
 
 
 def _deepspeed():
@@ -59,8 +60,7 @@ class DeepSpeedEngine:
                             "offload_param": offload_param, "ds_optimizer": ds_optimizer, "config": config,
                             "threads": threads, "compile": compile}
         self.compile = compile
-        if threads:
-            torch.set_num_threads(threads)
+        self.threads = set_threads(threads)  # the config's count, else this rank's share of its cores
         self.sharded = stage == 3
         self.ds = None
         self.frozen: list = []

@@ -28,6 +28,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from lmrl.threads import set_threads
+
 
 # -- topology ------------------------------------------------------------------------------------
 def topology() -> tuple[int, int, int]:
@@ -62,7 +64,8 @@ def free_port() -> int:
 # Variables a launcher (torchrun, Slurm via submitit, a parent's W&B service) leaves in a process's
 # environment that a separately launched child run must not inherit: it would join the wrong process
 # group, or share a W&B service that keeps a killed run's id "in use".
-INHERITED_LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE")
+INHERITED_LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "MASTER_ADDR",
+                         "MASTER_PORT", "WANDB_SERVICE")
 
 
 def child_env(**extra: str) -> dict:
@@ -257,8 +260,7 @@ class TorchEngine:
         self.init_kwargs = {"device": device, "precision": precision, "threads": threads, "compile": compile,
                             "fused_adamw": fused_adamw}
         self.compile = compile
-        if threads:
-            torch.set_num_threads(threads)
+        self.threads = set_threads(threads)  # the config's count, else this process's share of its cores
         self.model: torch.nn.Module | None = None
         self.wrapped: torch.nn.Module | None = None  # the DDP wrapper when world > 1
         self.optimizer = None

@@ -1,0 +1,49 @@
+"""Intra-op threads from the cores a process may use (lmrl/threads.py), and who applies them."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from lmrl.threads import default_threads, local_processes, set_threads, thread_env, usable_cores
+
+VARS = ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "SLURM_CPUS_PER_TASK", "SLURM_STEP_TASKS_PER_NODE")
+
+
+@pytest.fixture
+def clean(monkeypatch):
+    for key in VARS:
+        monkeypatch.delenv(key, raising=False)
+    before = torch.get_num_threads()
+    yield monkeypatch
+    torch.set_num_threads(before)
+
+
+def test_the_cores_of_the_affinity_mask_are_shared_by_a_launchers_processes(clean):
+    cores = len(os.sched_getaffinity(0))
+    assert usable_cores() <= cores and local_processes() == 1 and default_threads() == usable_cores()
+    clean.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun --nproc_per_node=2
+    assert default_threads() == max(1, usable_cores() // 2)
+    clean.delenv("LOCAL_WORLD_SIZE")
+    clean.setenv("LOCAL_SIZE", str(4 * cores))  # DeepSpeed's launcher, more ranks than cores: still one thread
+    assert default_threads() == 1
+
+
+def test_the_engine_applies_its_config_else_the_share(clean):
+    from lmrl.dist import TorchEngine
+
+    assert TorchEngine(device="cpu", threads=1).threads == torch.get_num_threads() == 1
+    clean.setenv("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(max(2, usable_cores()))
+    assert TorchEngine(device="cpu").threads == torch.get_num_threads() == 1  # the launcher's share
+    assert set_threads(2) == torch.get_num_threads() == 2
+
+
+def test_sweep_workers_get_a_share_each(clean):
+    from launchers.sweep import cell_env, cell_vars
+
+    assert cell_env(1)["OMP_NUM_THREADS"] == "1" and cell_env(1)["MKL_NUM_THREADS"] == "1"
+    assert "OMP_NUM_THREADS" not in cell_vars(None)  # a Slurm cell sizes its own pool from --cpus-per-task
+    assert thread_env(3) == {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3"}
