@@ -14,7 +14,7 @@ export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: help install system-deps train test test-slow test-gpu bench reproduce reproduce-small table table-small clean
+.PHONY: help install system-deps train test test-slow test-gpu test-slurm bench reproduce reproduce-small table table-small clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -40,13 +40,16 @@ train: install  ## set-up + the default run (maze_fo, ILQL from a cached BC stag
 	$(PY) -m lmrl.train $(ARGS)
 
 test: install  ## set-up + the fast test tier
-	$(PY) -m pytest -q -m "not slow and not gpu" --timeout=900 --durations=10
+	$(PY) -m pytest -q -m "not slow and not gpu and not slurm" --timeout=900 --durations=10
 
 test-slow: install  ## the slow tier: learning tests (policy beats a baseline measured in the test)
 	$(PY) -m pytest -q -m "slow and not gpu" --timeout=3600 --durations=10
 
 test-gpu: install  ## the GPU tier: every algorithm on one GPU, plain and ZeRO-2, fp16, a learning check (skipped without CUDA)
 	$(PY) -m pytest -q -rs -m gpu --timeout=1800 --durations=10 tests/test_gpu.py
+
+test-slurm: install  ## a one-node Slurm cluster here (Debian packages, root; launchers/local_slurm.py), then srun ZeRO-2, launcher=slurm and the sweep's Slurm launcher on it
+	$(PY) -m pytest -q -rs -m slurm --timeout=900 --durations=5 tests/test_slurm.py
 
 bench: install  ## benchmarks, JSON under results/bench/
 	$(PY) -m lmrl.bench

@@ -229,7 +229,7 @@ def run_submitit(sweep: Sweep, runs: Path, cluster: str, timeout_min: float, wan
         params.update({f"slurm_{k}": v for k, v in (("partition", slurm.get("partition")),
                                                      ("account", slurm.get("account")),
                                                      ("qos", slurm.get("qos"))) if v})
-        params.update(nodes=1, gpus_per_node=gpus, tasks_per_node=max(1, gpus),
+        params.update(nodes=1, gpus_per_node=gpus, tasks_per_node=int(slurm.get("tasks_per_node") or max(1, gpus)),
                       cpus_per_task=int(slurm.get("cpus_per_task") or 8), mem_gb=int(slurm.get("mem_gb") or 64),
                       slurm_array_parallelism=int(sweep.spec.get("workers") or 32))
     executor.update_parameters(**params)

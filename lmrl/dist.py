@@ -11,8 +11,10 @@ processes.  `lmrl.deepspeed_engine.DeepSpeedEngine` implements the same methods 
 stage 2 or 3; DeepSpeed is imported only there.
 
 Topology comes from the environment: torchrun / the `deepspeed` launcher set RANK,
-WORLD_SIZE and LOCAL_RANK; under Slurm (one task per GPU) SLURM_PROCID, SLURM_NTASKS and
-SLURM_LOCALID are used.  Without either, the run is a single process.
+WORLD_SIZE and LOCAL_RANK; in an srun step (one task per GPU, started by `srun` directly or by
+submitit) Slurm's own SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID are used, with the master
+at the step's first host and a port derived from the job id.  Without either, the run is a
+single process (also in an sbatch script itself, which is no step).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +36,48 @@ from lmrl.threads import set_threads
 
 # -- topology ------------------------------------------------------------------------------------
 def topology() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from torchrun's variables, else Slurm's, else (0, 1, 0)."""
+    """(rank, world size, local rank) from torchrun's variables, else an srun step's, else (0, 1, 0)."""
     env = os.environ
     if "WORLD_SIZE" in env:
         return int(env.get("RANK", 0)), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0))
-    if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env:
-        return int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0))
+    if in_slurm_step():
+        world = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or 1)
+        return int(env["SLURM_PROCID"]), world, int(env.get("SLURM_LOCALID", 0))
     return 0, 1, 0
+
+
+def in_slurm_step() -> bool:
+    """One task of an srun step.  An sbatch script also sees SLURM_PROCID=0 and the job's SLURM_NTASKS,
+    but it is one process: a step has a step id."""
+    return "SLURM_PROCID" in os.environ and "SLURM_STEP_ID" in os.environ
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of Slurm's compressed node list: `gpu[07-09,12],cpu01` -> `gpu07`."""
+    depth, end = 0, len(nodelist)
+    for i, ch in enumerate(nodelist):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            end = i
+            break
+    # each bracket's first entry, keeping its zero padding: `rack[1-2]-n[01-04]` -> `rack1-n01`
+    return re.sub(r"\[([^\],-]+)[^\]]*\]", r"\1", nodelist[:end])
+
+
+def slurm_master() -> tuple[str, int] | None:
+    """(address, port) of rank 0 in an srun step: the step's first host, and a port every task derives
+    alike from the job and step ids (20000-31999: below Linux's ephemeral range)."""
+    env = os.environ
+    nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
+    if not (in_slurm_step() and nodes and "SLURM_JOB_ID" in env):
+        return None
+    step = int(env["SLURM_STEP_ID"]) if env["SLURM_STEP_ID"].isdigit() else 0
+    return first_host(nodes), 20000 + (int(env["SLURM_JOB_ID"]) * 8 + step) % 12000
+
+
+def local_cuda_index(local: int) -> int:
+    """This process's GPU: its local rank, wrapped when the launcher shows each task only its own GPU(s)."""
+    return local % max(1, torch.cuda.device_count())
 
 
 def rank() -> int:
@@ -84,19 +122,15 @@ def init_distributed(force: bool = False) -> bool:
     if world == 1 and not force:
         return False
     env = os.environ
-    if "SLURM_PROCID" in env and "MASTER_ADDR" not in env:
-        # submitit knows the node list; it exports MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK
-        from submitit.helpers import TorchDistributedEnvironment
-
-        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+    master = slurm_master() if "MASTER_ADDR" not in env else None  # srun, with or without submitit
     env.setdefault("RANK", str(r))
     env.setdefault("WORLD_SIZE", str(world))
     env.setdefault("LOCAL_RANK", str(local))
-    env.setdefault("MASTER_ADDR", "127.0.0.1")
-    env.setdefault("MASTER_PORT", str(free_port()))
+    env.setdefault("MASTER_ADDR", master[0] if master else "127.0.0.1")
+    env.setdefault("MASTER_PORT", str(master[1] if master else free_port()))
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
-        torch.cuda.set_device(local)
+        torch.cuda.set_device(local_cuda_index(local))
     dist.init_process_group(backend, rank=r, world_size=world)
     return True
 
@@ -254,7 +288,7 @@ class TorchEngine:
         if precision not in AUTOCAST:
             raise ValueError(f"precision must be one of {', '.join(AUTOCAST)}, got {precision!r}")
         if device == "auto":
-            device = f"cuda:{topology()[2]}" if torch.cuda.is_available() else "cpu"
+            device = f"cuda:{local_cuda_index(topology()[2])}" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.precision = precision
         self.init_kwargs = {"device": device, "precision": precision, "threads": threads, "compile": compile,
