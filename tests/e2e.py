@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from lmrl.dist import child_env
@@ -34,3 +36,27 @@ def run_cli(module: str, overrides: list[str], run_dir: Path, cache_dir: Path, t
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}"
     assert "[lmrl] task=" in proc.stdout, proc.stdout[-2000:]
     return json.loads(((metrics_dir or run_dir) / "metrics.json").read_text())
+
+
+class Server:
+    """`python -m lmrl.serve checkpoint=<dir> <overrides>` in a subprocess on a free port; its base URL from
+    the first line it prints.  Its output goes to a file (a pipe nobody reads would stall it)."""
+
+    def __init__(self, checkpoint, cache: Path, *overrides: str, timeout: float = 180):
+        self.log = Path(cache) / f"serve_{time.time_ns()}.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "lmrl.serve", f"checkpoint={checkpoint}", "port=0",
+                                          *overrides], cwd=ROOT, env=cli_env(cache), stdout=out,
+                                         stderr=subprocess.STDOUT)
+        deadline, found = time.time() + timeout, None
+        while time.time() < deadline and self.proc.poll() is None:
+            found = re.search(r"serving \S+ at (http://\S+/v1)", self.log.read_text())
+            if found:
+                break
+            time.sleep(0.2)
+        assert found, f"server did not start:\n{self.log.read_text()[-3000:]}"
+        self.url = found.group(1)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)

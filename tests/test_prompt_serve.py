@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
@@ -16,7 +12,7 @@ from lmrl.algos.base import ConfigError, typed_config
 from lmrl.algos.prompt import PromptConfig, PromptPolicy, parse_action, pick_examples
 from lmrl.envs.base import Episode, Text
 from lmrl.envs.maze import MazeEnv
-from tests.e2e import ROOT, cli_env, run_cli
+from tests.e2e import Server, run_cli
 
 MOVES = {"move up\n", "move down\n", "move left\n", "move right\n"}
 
@@ -86,27 +82,6 @@ def test_prompt_local_backend_end_to_end(tmp_path, cache):
     replies = [json.loads(line) for line in (run / "prompt_replies.jsonl").read_text().splitlines()]
     assert replies and all(r["action"] == parse_action(r["reply"]) for r in replies)
     assert json.loads((run / "checkpoint" / "prompt.json").read_text())["rules"].startswith("Play Wordle")
-
-
-class Server:
-    """`python -m lmrl.serve` in a subprocess on a free port; its base URL from the first line it prints."""
-
-    def __init__(self, checkpoint, cache):
-        self.proc = subprocess.Popen([sys.executable, "-m", "lmrl.serve", f"checkpoint={checkpoint}", "port=0"],
-                                     cwd=ROOT, env=cli_env(cache), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
-        deadline, line = time.time() + 120, ""
-        while time.time() < deadline and "serving" not in line:
-            line = self.proc.stdout.readline()
-            if not line and self.proc.poll() is not None:
-                break
-        found = re.search(r"(http://\S+/v1)", line)
-        assert found, f"server did not start: {line!r}"
-        self.url = found.group(1)
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 def test_serve_a_trained_policy_and_play_it_over_http(tmp_path, cache):

@@ -5,16 +5,22 @@ Models with a chat template (SmolLM2-Instruct, most instruct models) get it; mod
 one (our trained policies) get the messages' contents concatenated, each ending in a newline —
 for a policy trained on task text, send the game history as the one user message and the
 prompt is exactly what it was trained on.
+
+`ChatModel` batches whole conversations (algo=prompt); `generate` serves one request: `n`
+choices of one prompt with a KV cache, cut at stop strings, token by token so a server can
+stream them.  Any model with the sampler's calling convention works, value-guided ones included.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
 
 import torch
 
 from lmrl.models.factory import model_max_length
+from lmrl.rollout.sampler import pick
 
 
 def render(messages: Sequence[dict], tokenizer) -> str:
@@ -52,3 +58,68 @@ class ChatModel:
                                       top_p=None, pad_token_id=tok.pad_token_id)
         new = out[:, batch["input_ids"].shape[1]:]
         return tok.batch_decode(new, skip_special_tokens=True)
+
+
+def prompt_ids(messages: Sequence[dict], tokenizer) -> list[int]:
+    """The prompt's tokens: the chat template's text, or (no template) each message's content tokenized
+    on its own and concatenated — per-segment tokenization, as our policies were trained."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer(render(messages, tokenizer), add_special_tokens=False)["input_ids"]
+    return [t for m in messages for t in tokenizer(render([m], tokenizer), add_special_tokens=False)["input_ids"]]
+
+
+@dataclass
+class Choice:
+    """One completion: its tokens, its text cut before the first stop string, and why it ended."""
+
+    tokens: list[int] = field(default_factory=list)
+    text: str = ""
+    generated: int = 0  # tokens sampled, the end-of-sequence token included
+    finish_reason: str | None = None  # "stop" (a stop string or end of sequence) | "length"
+
+    def add(self, token: int, eos: set[int], stop: Sequence[str], decode: Callable[[list[int]], str]) -> None:
+        self.generated += 1
+        if token in eos:
+            self.finish_reason = "stop"
+            return
+        self.tokens.append(token)
+        self.text = decode(self.tokens)
+        cuts = [i for i in (self.text.find(s) for s in stop) if i >= 0]
+        if cuts:
+            self.text, self.finish_reason = self.text[:min(cuts)], "stop"
+
+    def settled(self, stop: Sequence[str]) -> str:
+        """The text no later token can change: without a tail that may still grow into a stop string
+        or is half of a multi-byte character."""
+        if self.finish_reason is not None:
+            return self.text
+        text = self.text.rstrip("\ufffd")
+        hold = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        return text[:len(text) - hold]
+
+
+@torch.no_grad()
+def generate(model: torch.nn.Module, prompt: Sequence[int], n: int, max_tokens: int, temperature: float,
+             generator: torch.Generator | None, stop: Sequence[str], eos: set[int],
+             decode: Callable[[list[int]], str]) -> Iterator[list[Choice]]:
+    """`n` completions of one prompt, sampled together; yields the choices after every token (the last
+    yield has each one's `finish_reason`).  Temperature 0 is greedy."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([list(prompt)] * n, dtype=torch.long, device=device)
+    attn = torch.ones_like(ids)
+    positions = torch.arange(ids.shape[1], device=device).expand(n, -1)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
+    choices = [Choice() for _ in range(n)]
+    for step in range(max_tokens):
+        tokens = pick(out.logits[:, -1], temperature, generator)
+        for choice, token in zip(choices, tokens.tolist()):
+            if choice.finish_reason is None:
+                choice.add(token, eos, stop, decode)
+                if choice.finish_reason is None and step == max_tokens - 1:
+                    choice.finish_reason = "length"
+        yield choices
+        if all(c.finish_reason is not None for c in choices):
+            return
+        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=-1)
+        out = model(input_ids=tokens[:, None], attention_mask=attn, position_ids=positions[:, -1:] + step + 1,
+                    past_key_values=out.past_key_values, use_cache=True, logits_to_keep=1)
