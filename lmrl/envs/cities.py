@@ -16,7 +16,8 @@ there is no well-known one) and `city_state` (default false).  Conventions:
 - Names, aliases, countries and list items are lowercase; accented names also list their
   unaccented spelling.  No normalized name or alias belongs to two cities, and none equals
   a country's name or alias unless the city is that country (a city-state like Singapore).
-- `country_aliases` are identical for every city of a country, and so is `continent`.
+- `country_aliases` and `country_adjectives` ("japanese": "Is it a Japanese city?") are identical
+  for every city of a country, and so is `continent`; no adjective belongs to two countries.
 - `region` comes from `REGIONS`, close to the UN geoscheme but in everyday words (Iran is
   in the "middle east"; Vienna, Prague, Warsaw and Budapest in "central europe"); it must
   belong to the city's continent (`REGION_CONTINENT`).  Istanbul counts as Europe: its
@@ -28,6 +29,9 @@ there is no well-known one) and `city_state` (default false).  Conventions:
   or an estuary as wide as a sea; a shore on a lake does not count.
 - `religion` lists the main religions in no particular order; `languages` puts the most
   spoken first.
+- `elevation_m`: height of the city centre above sea level (metres, rounded); `mountains`: a
+  mountain range or high hills in or beside the city; `olympics`: the years it hosted the
+  Summer or Winter Games (empty if never).
 - Free-text fields (`climate_note`, `founded`, `known_for`, `nickname`) never contain the
   city's own name or aliases, so the oracle can read them out.  Landmarks, foods and water
   keep real names ("tokyo tower"); `City.redact` hides the city in them.
@@ -48,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "guess_my_city.json"
-VERSION = 1
+VERSION = 2
 CONTINENTS: tuple[str, ...] = ("africa", "asia", "europe", "north america", "south america", "oceania")
 REGION_CONTINENT: dict[str, str] = {
     "east asia": "asia", "southeast asia": "asia", "south asia": "asia", "central asia": "asia",
@@ -134,6 +138,7 @@ class City:
     aliases: tuple[str, ...]
     country: str
     country_aliases: tuple[str, ...]
+    country_adjectives: tuple[str, ...]
     continent: str
     region: str
     lat: float
@@ -148,6 +153,9 @@ class City:
     rainy_season: bool
     coastal: bool
     water: tuple[str, ...]
+    elevation_m: float
+    mountains: bool
+    olympics: tuple[int, ...]
     landmarks: tuple[str, ...]
     foods: tuple[str, ...]
     sports: tuple[str, ...]
@@ -205,6 +213,11 @@ class CityKB:
             k for k in self._index if k not in self._countries and _contains_any(k, self._countries)}
         self._city_scan = _without_common_words(self._index)
         self._country_scan = _without_common_words(self._countries)
+        self._adjectives = {_key(a): c.country for c in self.cities for a in c.country_adjectives}
+
+    def mentioned_adjectives(self, text: str) -> list[str]:
+        """Countries named by an adjective in free text ("a Japanese city" -> japan); "North Korean" names none."""
+        return _scan(_tokens(text), self._adjectives, self._country_shadows | {_key("north korean")})
 
     def _foreign_phrases(self) -> set[tuple[str, ...]]:
         """Landmarks, foods and water that contain ANOTHER city's name ("little havana" is in
@@ -335,14 +348,16 @@ def _is_number(value: Any) -> bool:
 
 
 # Field -> (kind, min items, max items); kinds: "lower" string, "text" free text, "bool",
-# "number", "list" of lowercase strings.
+# "number", "list" of lowercase strings, "years" (a list of Olympic years).
 _FIELDS: dict[str, tuple[str, int, int | None]] = {
     "name": ("lower", 0, None), "aliases": ("list", 0, None), "country": ("lower", 0, None),
-    "country_aliases": ("list", 0, None), "continent": ("lower", 0, None), "region": ("lower", 0, None),
+    "country_aliases": ("list", 0, None), "country_adjectives": ("list", 1, None), "continent": ("lower", 0, None),
+    "region": ("lower", 0, None),
     "lat": ("number", 0, None), "lon": ("number", 0, None), "population_millions": ("number", 0, None),
     "capital": ("bool", 0, None), "languages": ("list", 1, None), "climate": ("lower", 0, None),
     "climate_note": ("text", 0, None), "snow": ("bool", 0, None), "hot_summers": ("bool", 0, None),
     "rainy_season": ("bool", 0, None), "coastal": ("bool", 0, None), "water": ("list", 0, None),
+    "elevation_m": ("number", 0, None), "mountains": ("bool", 0, None), "olympics": ("years", 0, None),
     "landmarks": ("list", 3, 5), "foods": ("list", 2, 4), "sports": ("list", 1, 3),
     "industries": ("list", 2, 4), "currency": ("lower", 0, None), "religion": ("list", 1, 2),
     "founded": ("text", 0, None), "known_for": ("text", 0, None),
@@ -371,6 +386,12 @@ def _parse_city(i: int, item: Any) -> City:
             values[field] = _OPTIONAL[field]
             continue
         value = item[field]
+        if kind == "years":
+            _require(isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and 1896 <= v <= 2040
+                                                     for v in value) and value == sorted(set(value)),
+                     f"{at}: must be a sorted list of distinct years between 1896 and 2040")
+            values[field] = tuple(value)
+            continue
         if kind == "list":
             _require(isinstance(value, list) and all(_is_lower(v) for v in value),
                      f"{at}: must be a list of lowercase, trimmed, non-empty strings")
@@ -398,6 +419,7 @@ def _check_city(c: City, where: str) -> None:
     _require(-90 <= c.lat <= 90, f"{where}, field 'lat': {c.lat} is outside [-90, 90]")
     _require(-180 <= c.lon <= 180, f"{where}, field 'lon': {c.lon} is outside [-180, 180]")
     _require(c.population_millions > 0, f"{where}, field 'population_millions': must be > 0")
+    _require(-450 <= c.elevation_m <= 5000, f"{where}, field 'elevation_m': {c.elevation_m} is outside [-450, 5000]")
     for field in _SENTENCE_FIELDS:
         text = getattr(c, field)
         _require(text[0].isupper() and text.endswith("."),
@@ -416,16 +438,20 @@ def _check_countries(cities: list[City]) -> None:
     """A country's aliases and continent agree across its cities; aliases are not shared."""
     first: dict[str, tuple[int, City]] = {}
     owner: dict[tuple[str, ...], str] = {}
+    adjective_owner: dict[tuple[str, ...], str] = {}
     for i, c in enumerate(cities):
         where = f"city #{i} ({c.name!r})"
         j, ref = first.setdefault(c.country, (i, c))
-        for field in ("country_aliases", "continent"):
+        for field in ("country_aliases", "country_adjectives", "continent"):
             _require(getattr(c, field) == getattr(ref, field),
                      f"{where}, field {field!r}: differs from city #{j} ({ref.name!r}) of {c.country!r}")
         for n in (c.country, *c.country_aliases):
             holder = owner.setdefault(_key(n), c.country)
             _require(holder == c.country,
                      f"{where}, field 'country_aliases': {n!r} also names {holder!r}")
+        for n in c.country_adjectives:
+            holder = adjective_owner.setdefault(_key(n), c.country)
+            _require(holder == c.country, f"{where}, field 'country_adjectives': {n!r} also describes {holder!r}")
 
 
 def _check_names(cities: list[City]) -> None:

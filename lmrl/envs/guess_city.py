@@ -21,17 +21,20 @@ base (`data/guess_my_city.json`, `cities.py`) with a truthful sentence:
   nearest example phrasing (sentence embeddings, `encoder.py`); the reply is one of
   several templates for that topic, picked by a hash of the question so the same question
   always gets the same answer.
-- **Yes/no questions** (starting with is/are/does/can/...) look for a value the knowledge
-  base knows (a continent, country, region, language, dish, sport, religion, currency, a
-  population threshold, a hemisphere); without one, the topic's boolean fact (coast,
-  snow, heat, capital) answers.
+- **Yes/no questions** (starting with is/are/does/can/...) are answered "Yes" or "No" only
+  when a stored fact decides them: a continent, country (or "a Japanese city"), region,
+  language, currency, religion, hemisphere or nearness to the equator, population threshold,
+  coast, sea, lake or river, snow, heat, desert, rain, elevation and mountains, Olympic Games,
+  age, nickname, or a dish, sport, industry or landmark the city's lists name (those short
+  lists can say yes, never no).  Anything else ("Is it in California?", "Is it on an
+  island?") gets "I can't answer that." with what the knowledge base does hold on the topic
+  (`guess_city_questions.py` reads the wording, `guess_city_answers.py` decides).
 - Anything else gets one fixed reply that says what can be asked (`UNKNOWN`).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -39,6 +42,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmrl.envs.cities import City, CityKB, load_cities, normalize
+from lmrl.envs.guess_city_answers import (
+    _DEFAULT_OPEN,
+    CityParse,
+    _bare,
+    _title,
+    fact,
+    open_answer,
+    yes_no_text,
+    yes_no_value,
+)
+from lmrl.envs.guess_city_questions import read_generic, read_yes_no
 from lmrl.envs.question_game import MAX_QUESTIONS, QuestionGameEnv, build_oracle
 
 PHRASINGS_PATH = Path(__file__).resolve().parent / "data" / "dialogue_phrasings.json"
@@ -57,10 +71,11 @@ _FRAME_WORDS = frozenset(
     "could can might would be perhaps maybe guess guessing i im i'm am think it's its must so then ok okay well "
     "right correct located born grew grow up final answer thinking about".split()
 )
+# Yes/no topics the matcher's topic alone decides (the question's words are the topic's own).
+_DECIDED_BY_TOPIC = frozenset({"capital"})
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?)\s*(million|m\b|mil\b|billion|thousand|k\b)?")
 _MORE = re.compile(r"\b(?:more|over|above|greater|bigger|larger|exceed|exceeds|at least|higher)\b")
 _LESS = re.compile(r"\b(?:less|under|below|fewer|smaller|at most|lower)\b")
-_COLD = re.compile(r"\b(?:cold|cool|chilly|freezing|mild)\b")
 _HEMISPHERES = {"northern": ("north", "northern"), "southern": ("south", "southern"),
                 "eastern": ("east", "eastern"), "western": ("west", "western")}
 _CONTINENT_WORDS = {
@@ -69,20 +84,6 @@ _CONTINENT_WORDS = {
                                                                             "latin america"],
     "oceania": ["oceania", "australasia"],
 }
-
-
-@dataclass(frozen=True)
-class CityParse:
-    """What a question asks, independent of the secret city.
-
-    kind: "guess" (value = city name), "many" (several cities named), "refuse" (the name asked),
-    "open" (topic), "yes_no" (topic, value), "unknown".
-    """
-
-    kind: str
-    topic: str = ""
-    value: str = ""
-    score: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,9 @@ class CityOracle:
         self._open_index = self._yes_no_index = None
         self._parses: dict[str, CityParse] = {}
         self._vocab = self._value_vocabulary()
+        self._landmarks = {normalize(x): c.name for c in self.kb.cities for x in c.landmarks if len(normalize(x)) > 4}
+        self._nicknames = {normalize(c.nickname): c.name for c in self.kb.cities if c.nickname}
+        self._waters = {_bare(w) for c in self.kb.cities for w in c.water if len(_bare(w)) > 3 and "city" not in w}
 
     # -- vocabularies --------------------------------------------------------------------
 
@@ -163,6 +167,10 @@ class CityOracle:
             matches = dict(zip(need_open, open_index.match([_clean(q) for q in need_open])))
             matches.update(zip(need_yes_no, yes_no_index.match([_clean(q) for q in need_yes_no])))
         for q, parse in rules:
+            if parse is None and q in need_yes_no:
+                parse = self._yes_no_values(_clean(q))  # a value or wording the knowledge base decides, at any score
+                if parse is not None:
+                    parse = CityParse(parse.kind, parse.topic, parse.value, matches[q][1])
             if parse is None:
                 topic, score = matches[q]
                 yes_no = q in need_yes_no
@@ -205,27 +213,35 @@ class CityOracle:
         return all(word in _FRAME_WORDS for word in rest.split())
 
     def _yes_no_parse(self, text: str, topic: str, score: float) -> CityParse:
-        """A yes/no question: the value it names decides the topic when there is one."""
+        """A yes/no question with no value the knowledge base decides (`_yes_no_values` found none): the topic
+        the matcher guessed answers only when the question names that flag itself ("Is it a capital city?");
+        otherwise it cannot be decided ("Does it have four seasons in a day?")."""
+        return CityParse("yes_no", topic if topic in _DECIDED_BY_TOPIC else "vague:" + topic, "", score)
+
+    def _yes_no_values(self, text: str) -> CityParse | None:
+        """What a yes/no question asks by the value or wording it uses, or None (see guess_city_questions.py)."""
         norm = " " + normalize(text) + " "
         countries = self.kb.mentioned_countries(text)
         if " capital " in norm:  # "Is it the capital of Japan?": capital, and of that country
-            return CityParse("yes_no", "capital", countries[0] if countries else "", score)
+            return CityParse("yes_no", "capital", countries[0] if countries else "")
         if countries:
-            return CityParse("yes_no", "country", countries[0], score)
-        if "hemisphere" in norm or topic == "hemisphere":
+            return CityParse("yes_no", "country", countries[0])
+        specific = read_yes_no(self.kb, text, "")
+        if specific is not None:
+            return specific
+        if "hemisphere" in norm:
             for hemisphere, words in _HEMISPHERES.items():
                 if any(f" {w} " in norm for w in words):
-                    return CityParse("yes_no", "hemisphere", hemisphere, score)
-        if topic == "population":
-            threshold = _population_threshold(text)
-            if threshold is not None:
-                more = not _LESS.search(text) or bool(_MORE.search(text))
-                return CityParse("yes_no", "population", f"{'>' if more else '<'}{threshold}", score)
+                    return CityParse("yes_no", "hemisphere", hemisphere)
+        threshold = _population_threshold(text)
+        if threshold is not None and re.search(r"\b(?:people|population|live|living|inhabitants|residents|million)\b", norm):
+            more = not _LESS.search(text) or bool(_MORE.search(text))
+            return CityParse("yes_no", "population", f"{'>' if more else '<'}{threshold}")
         for vocab_topic in ("region", "continent", "language", "food", "sports", "religion", "currency", "economy"):
             for surface in sorted(self._vocab[vocab_topic], key=len, reverse=True):
                 if surface and f" {surface} " in norm:
-                    return CityParse("yes_no", vocab_topic, self._vocab[vocab_topic][surface], score)
-        return CityParse("yes_no", topic, "", score)
+                    return CityParse("yes_no", vocab_topic, self._vocab[vocab_topic][surface])
+        return read_generic(text, "", self._landmarks, self._waters)
 
     # -- answering -----------------------------------------------------------------------
 
@@ -241,9 +257,10 @@ class CityOracle:
         if parse.kind == "refuse":
             return CityReply(REFUSE, False, parse)
         if parse.kind == "open":
-            return CityReply(city.redact(_open_answer(city, parse.topic, question)), False, parse)
+            return CityReply(city.redact(open_answer(city, parse.topic, question)), False, parse)
         if parse.kind == "yes_no":
-            return CityReply(city.redact(_yes_no_answer(city, parse, question)), False, parse)
+            value, detail = yes_no_value(city, parse, question, self._nicknames)
+            return CityReply(city.redact(yes_no_text(value, detail, parse)), False, parse)
         return CityReply(UNKNOWN, False, parse)
 
     def answer_batch(self, secrets: Sequence[str], questions: Sequence[str]) -> list[CityReply]:
@@ -252,21 +269,7 @@ class CityOracle:
 
     def fact(self, secret: str, topic: str) -> str:
         """A canonical value of a topic for a city (what a scripted guesser learns from an open answer)."""
-        return _fact(self.kb.city(secret), topic)
-
-
-_DEFAULT_OPEN = {
-    "location": "Where is your city?", "country": "Which country is it in?", "continent": "Which continent is it on?",
-    "language": "What language do people speak there?", "population": "How many people live there?",
-    "climate": "What is the weather like?", "snow": "Does it snow there in winter?", "heat": "How hot does it get?",
-    "water": "Is it near a river, lake or sea?", "coast": "Is it on the coast?",
-    "landmarks": "What famous landmarks does it have?", "food": "What food is it famous for?",
-    "sports": "What sports are popular there?", "economy": "What are the main industries?",
-    "currency": "What currency do they use?", "religion": "What is the main religion?",
-    "history": "How old is the city?", "known_for": "What is the city known for?",
-    "capital": "Is it a capital city?", "hemisphere": "Which hemisphere is it in?",
-    "name": "What is the name of your city?",
-}
+        return fact(self.kb.city(secret), topic)
 
 
 def _clean(question: str) -> str:
@@ -274,30 +277,11 @@ def _clean(question: str) -> str:
     return " ".join(text.split())
 
 
-def _title(name: str) -> str:
-    return " ".join(w if w in {"de", "of", "la", "el"} else w[:1].upper() + w[1:] for w in name.split())
-
-
-def _pick(options: Sequence[str], question: str, city: City) -> str:
-    """A template chosen by a hash of the question and city: varied, but the same question gets the same answer."""
-    digest = hashlib.sha256(f"{city.name}\x00{question}".encode()).digest()
-    return options[digest[0] % len(options)]
-
-
-def _article(word: str) -> str:
-    return "an" if word[:1] in "aeiou" else "a"
-
-
-def _join(items: Sequence[str]) -> str:
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
+_NUMBER_WORDS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "ten": 10, "twenty": 20}
 
 
 def _population_threshold(text: str) -> float | None:
+    """The number of people a question names, in millions ("2 million", "a million", "500k", "five million")."""
     for number, unit in _NUMBER.findall(text):
         value = float(number)
         if unit in ("thousand", "k"):
@@ -307,112 +291,9 @@ def _population_threshold(text: str) -> float | None:
         elif not unit and value >= 10_000:
             value /= 1_000_000
         return value
-    return None
+    worded = re.search(r"\b(a|one|two|three|four|five|ten|twenty)\s+million\b", text)
+    return float(_NUMBER_WORDS[worded.group(1)]) if worded else None
 
-
-def _population_bucket(millions: float) -> str:
-    for limit, label in ((2, "under 2 million"), (5, "2-5 million"), (10, "5-10 million"), (20, "10-20 million")):
-        if millions < limit:
-            return label
-    return "over 20 million"
-
-
-def _fact(city: City, topic: str) -> str:
-    return {
-        "location": _region(city), "country": _region(city), "continent": city.continent,
-        "language": city.languages[0], "population": _population_bucket(city.population_millions),
-        "climate": city.climate, "snow": str(city.snow), "heat": str(city.hot_summers), "water": str(city.coastal),
-        "coast": str(city.coastal), "landmarks": city.name, "food": city.foods[0], "sports": city.sports[0],
-        "economy": city.industries[0], "currency": city.currency, "religion": city.religion[0],
-        "history": city.name, "known_for": city.name, "capital": str(city.capital),
-        "hemisphere": city.hemisphere, "name": "",
-    }[topic]
-
-
-def _region(city: City) -> str:
-    """The region, unless its name gives the country away ("mexico and central america")."""
-    return _cap(city.continent) if city.country in city.region else city.region
-
-
-def _open_answer(city: City, topic: str, question: str) -> str:
-    region = _region(city)
-    lang = _join([_cap(x) for x in city.languages])
-    millions = city.population_millions
-    options: dict[str, list[str]] = {
-        "location": [f"It's in {region}, in {_cap(city.continent)}.",
-                     f"My city is in {_cap(city.continent)}, in the part of the world called {region}.",
-                     f"You'll find it in {region}, in the {city.hemisphere} hemisphere."],
-        "country": [f"I won't name the country, but it's in {region}, in {_cap(city.continent)}.",
-                    f"That would give it away! It's somewhere in {region}."],
-        "continent": [f"It's in {_cap(city.continent)}.", f"My city is on the continent of {_cap(city.continent)}."],
-        "language": [f"Most people there speak {lang}.", f"The main language is {_cap(city.languages[0])}.",
-                     f"You'd hear {lang} spoken on the streets."],
-        "population": [f"About {millions:.1f} million people live in the city itself.",
-                       f"It's a big place: roughly {millions:.1f} million people within the city limits."],
-        "climate": [f"{city.climate_note} The climate is {city.climate}.",
-                    f"It has {_article(city.climate)} {city.climate} climate. {city.climate_note}"],
-        "snow": ["Yes, it usually snows there in winter." if city.snow else "No, it hardly ever snows there."],
-        "heat": [f"{'Summers there are hot.' if city.hot_summers else 'Summers are not especially hot.'} "
-                 f"{city.climate_note}"],
-        "water": [_water_sentence(city)],
-        "coast": [("Yes, it's on the coast. " if city.coastal else "No, it's not on the coast. ")
-                  + _water_sentence(city)],
-        "landmarks": [f"Famous sights include {_join(city.landmarks[:3])}.",
-                      f"Visitors come to see {_join(city.landmarks[:3])}."],
-        "food": [f"It's famous for {_join(city.foods)}.", f"You should try {_join(city.foods)} there."],
-        "sports": [f"{_cap(city.sports[0])} is hugely popular there.",
-                   f"People there love {_join(city.sports)}."],
-        "economy": [f"Its economy is built on {_join(city.industries)}.",
-                    f"Big industries there include {_join(city.industries)}."],
-        "currency": [f"People pay with the {city.currency}.", f"The currency is the {city.currency}."],
-        "religion": [f"The main religion is {_join([_cap(r) for r in city.religion])}."],
-        "history": [f"It was founded {city.founded}.", f"Its story goes back a long way: it began {city.founded}."],
-        "known_for": [city.known_for],
-        "capital": ["Yes, it's the capital of its country." if city.capital else "No, it isn't the national capital."],
-        "hemisphere": [f"It's in the {city.hemisphere} and {city.east_west} hemispheres."],
-    }
-    return _pick(options[topic], question, city)
-
-
-def _water_sentence(city: City) -> str:
-    if not city.water:
-        return "There's no big river, lake or sea right there."
-    return f"It lies on {_join(city.water)}."
-
-
-def _yes_no_answer(city: City, parse: CityParse, question: str) -> str:
-    topic, value = parse.topic, parse.value
-    if topic == "capital" and value:
-        truth = city.capital and value == city.country
-        return "Yes, it's the capital." if truth else "No, it's not the capital of that country."
-    if topic == "country":
-        truth = value == city.country
-        return "Yes, it is." if truth else "No, it's not in that country."
-    if value and (topic == "continent" or (topic == "location" and value in _CONTINENT_WORDS)):
-        return f"Yes, it's in {_cap(value)}." if value == city.continent else f"No, it's not in {_cap(value)}."
-    if topic == "region" and value:
-        return f"Yes, it's in {value}." if value == city.region else f"No, it's not in {value}."
-    if topic == "hemisphere" and value:
-        truth = value in (city.hemisphere, city.east_west)
-        return f"Yes, it's in the {value} hemisphere." if truth else f"No, it's not in the {value} hemisphere."
-    if topic == "population" and value:
-        limit = float(value[1:])
-        truth = city.population_millions > limit if value[0] == ">" else city.population_millions < limit
-        about = f"about {city.population_millions:.0f} million people live there"
-        return f"Yes, {about}." if truth else f"No, {about}."
-    lists = {"language": city.languages, "food": city.foods, "sports": city.sports, "religion": city.religion,
-             "economy": city.industries, "currency": (city.currency,)}
-    if topic in lists and value:
-        truth = value in lists[topic]
-        return f"Yes, {value} is part of life there." if truth else f"No, {value} isn't a big thing there."
-    flags = {"coast": city.coastal, "water": bool(city.water), "snow": city.snow, "heat": city.hot_summers,
-             "capital": city.capital}
-    if topic == "heat" and _COLD.search(question.lower()):  # "Is it cold there?" asks the opposite
-        flags["heat"] = not city.hot_summers
-    if topic in flags:
-        return ("Yes. " if flags[topic] else "No. ") + _open_answer(city, topic, question).removeprefix(
-            "Yes, ").removeprefix("No, ").removeprefix("Yes. ").removeprefix("No. ")
-    return _open_answer(city, topic, question)
 
 
 @functools.lru_cache(maxsize=1)

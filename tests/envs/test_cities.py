@@ -62,7 +62,7 @@ def strings(city: City) -> list[str]:
         if isinstance(value, str):
             out.append(value)
         elif isinstance(value, tuple):
-            out.extend(value)
+            out.extend(v for v in value if isinstance(v, str))
     return out
 
 
@@ -163,7 +163,7 @@ def test_file_level_errors(raw, tmp_path):
     bad.write_text("{not json", encoding="utf-8")
     with pytest.raises(CityKBError, match="not valid JSON"):
         load_cities(bad)
-    for key, value, fragment in [("version", 2, "version"), ("cities", [], "cities"), ("source", "", "source")]:
+    for key, value, fragment in [("version", 1, "version"), ("cities", [], "cities"), ("source", "", "source")]:
         data = copy.deepcopy(raw)
         data[key] = value
         with pytest.raises(CityKBError, match=fragment):
@@ -301,3 +301,37 @@ def test_spot_facts(kb):
     assert kb.city("quito").hemisphere == "southern"  # just south of the Equator
     assert kb.city("cairo").hot_summers and not kb.city("cairo").rainy_season
     assert not kb.city("chicago").coastal  # a lake shore is not a coast
+
+
+# ---- issue 19: elevation, mountains, Olympic Games, country adjectives ------------------------
+
+
+def test_new_facts_are_stored_for_every_city(kb):
+    for city in kb.cities:
+        assert -450 <= city.elevation_m <= 5000 and isinstance(city.mountains, bool)
+        assert list(city.olympics) == sorted(set(city.olympics)) and city.country_adjectives
+    assert kb.city("mexico city").elevation_m > 2000 and kb.city("bogotá").mountains
+    assert 1964 in kb.city("tokyo").olympics and kb.city("cairo").olympics == ()
+    assert kb.mentioned_adjectives("Is it a Japanese city?") == ["japan"]
+    assert kb.mentioned_adjectives("Is it a North Korean city?") == []
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    ("olympics", [2012, 1948], "sorted list"), ("olympics", [1800], "between 1896"), ("elevation_m", 9000, "elevation_m"),
+    ("mountains", "yes", "mountains"), ("country_adjectives", [], "country_adjectives"),
+])
+def test_new_fields_are_validated(raw, field, value, fragment):
+    raw["cities"][index_of(raw, "london")][field] = value
+    with pytest.raises(CityKBError, match=fragment):
+        CityKB.from_dict(raw)
+
+
+def test_country_adjectives_agree_within_a_country_and_are_not_shared(raw):
+    data = copy.deepcopy(raw)
+    data["cities"][index_of(data, "osaka")]["country_adjectives"] = ["nipponese"]
+    with pytest.raises(CityKBError, match="country_adjectives"):
+        CityKB.from_dict(data)
+    data = copy.deepcopy(raw)
+    data["cities"][index_of(data, "paris")]["country_adjectives"] = ["german"]
+    with pytest.raises(CityKBError, match="german"):
+        CityKB.from_dict(data)

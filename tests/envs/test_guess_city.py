@@ -102,3 +102,60 @@ def test_exploits_never_win(oracle):
 def test_unmappable_questions_get_one_clear_reply(oracle):
     for question in ("asdkj qweoiu", "???", "hello"):
         assert oracle.answer("tokyo", question).text in (UNKNOWN, REFUSE)
+
+
+# ---- issue 19: everyday yes/no questions are answered from the knowledge base, or not at all ----------
+
+
+def kind(text: str) -> str:
+    low = text.lower()
+    return "yes" if low.startswith("yes") else "no" if low.startswith("no") else \
+        "unknown" if low.startswith("i can't answer") else "other"
+
+
+@pytest.mark.parametrize("city, question, want", [
+    ("tokyo", "Is it a Japanese city?", "yes"), ("seoul", "Is it a North Korean city?", "no"),
+    ("sydney", "Is it an Australian city?", "yes"), ("osaka", "Is it a Chinese city?", "no"),
+    ("tokyo", "Has it hosted the Olympics?", "yes"), ("cairo", "Has it hosted the Olympics?", "no"),
+    ("mexico city", "Is it high above sea level?", "yes"), ("amsterdam", "Is it high up in the mountains?", "no"),
+    ("santiago", "Are there mountains nearby?", "yes"), ("jakarta", "Is it south of the equator?", "yes"),
+    ("nairobi", "Is it near the equator?", "yes"), ("london", "Is it near the equator?", "no"),
+    ("chicago", "Is it on a lake?", "yes"), ("paris", "Does a river run through it?", "yes"),
+    ("london", "Can I pay with euros there?", "no"), ("berlin", "Do they use the euro?", "yes"),
+    ("cairo", "Are most people there Muslim?", "yes"), ("toronto", "Is hockey popular?", "yes"),
+    ("dubai", "Is it in a desert?", "yes"), ("london", "Is it in a desert?", "no"),
+    ("bangkok", "Is it hot all year round?", "yes"), ("moscow", "Is it warm all year?", "no"),
+    ("moscow", "Are the winters cold?", "yes"), ("rome", "Is it more than 2000 years old?", "yes"),
+    ("paris", "Is there a famous tower?", "yes"), ("rome", "Is the Eiffel Tower there?", "no"),
+    ("chicago", "Is it called the Windy City?", "yes"), ("tehran", "Is Farsi spoken there?", "yes"),
+])
+def test_yes_no_questions_about_stored_facts(oracle, city, question, want):
+    reply = oracle.answer(city, question)
+    assert kind(reply.text) == want, (city, question, reply.text)
+
+
+@pytest.mark.parametrize("question", [
+    "Is it in California?", "Is it on an island?", "Do typhoons hit it?", "Is it a former British colony?",
+    "Is it on the east coast?", "Do earthquakes happen there?", "Is it a tech startup paradise?",
+])
+def test_what_the_knowledge_base_does_not_hold_is_never_answered_yes_or_no(oracle, question):
+    for city in KB.cities:
+        reply = oracle.answer(city.name, question)
+        assert kind(reply.text) == "unknown", (city.name, question, reply.text)
+
+
+def test_short_lists_can_say_yes_but_never_no(oracle):
+    """The knowledge base lists a few dishes and sports per city: one it does not list may still be popular."""
+    assert kind(oracle.answer("tokyo", "Is sushi popular there?").text) == "yes"
+    assert kind(oracle.answer("paris", "Is sushi popular there?").text) == "unknown"
+    assert kind(oracle.answer("moscow", "Is cricket popular there?").text) == "unknown"
+    assert kind(oracle.answer("mumbai", "Is cricket popular there?").text) == "yes"
+
+
+def test_every_yes_no_answer_starts_with_yes_no_or_cant_answer(oracle):
+    questions = ["Is it in Asia?", "Is it a capital?", "Is it on the coast?", "Does it snow?", "Is it hot in summer?",
+                 "Do more than 5 million people live there?", "Is Spanish spoken?", "Is it famous for its food?",
+                 "Is football popular?", "Does it have a famous bridge?", "Is it rainy?", "Is it an old city?"]
+    for city in KB.cities[::7]:
+        for question in questions:
+            assert kind(oracle.answer(city.name, question).text) != "other", (city.name, question)
