@@ -216,8 +216,10 @@ class CityKB:
         self._adjectives = {_key(a): c.country for c in self.cities for a in c.country_adjectives}
 
     def mentioned_adjectives(self, text: str) -> list[str]:
-        """Countries named by an adjective in free text ("a Japanese city" -> japan); "North Korean" names none."""
-        return _scan(_tokens(text), self._adjectives, self._country_shadows | {_key("north korean")})
+        """Countries named by an adjective in free text ("a Japanese city" -> japan); "North Korean" and
+        "South American" name none."""
+        shadows = {_key(p) for p in ("north korean", "south american", "north american", "latin american", "central american")}
+        return _scan(_tokens(text), self._adjectives, self._country_shadows | shadows)
 
     def _foreign_phrases(self) -> set[tuple[str, ...]]:
         """Landmarks, foods and water that contain ANOTHER city's name ("little havana" is in

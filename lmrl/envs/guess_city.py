@@ -168,7 +168,7 @@ class CityOracle:
             matches.update(zip(need_yes_no, yes_no_index.match([_clean(q) for q in need_yes_no])))
         for q, parse in rules:
             if parse is None and q in need_yes_no:
-                parse = self._yes_no_values(_clean(q))  # a value or wording the knowledge base decides, at any score
+                parse = self._yes_no_values(_clean(q), q)  # a value or wording the knowledge base decides, at any score
                 if parse is not None:
                     parse = CityParse(parse.kind, parse.topic, parse.value, matches[q][1])
             if parse is None:
@@ -218,10 +218,11 @@ class CityOracle:
         otherwise it cannot be decided ("Does it have four seasons in a day?")."""
         return CityParse("yes_no", topic if topic in _DECIDED_BY_TOPIC else "vague:" + topic, "", score)
 
-    def _yes_no_values(self, text: str) -> CityParse | None:
-        """What a yes/no question asks by the value or wording it uses, or None (see guess_city_questions.py)."""
+    def _yes_no_values(self, text: str, original: str = "") -> CityParse | None:
+        """What a yes/no question asks by the value or wording it uses, or None (see guess_city_questions.py).
+        `original`: the question as typed ("US" is the country only in capitals)."""
         norm = " " + normalize(text) + " "
-        countries = self.kb.mentioned_countries(text)
+        countries = self.kb.mentioned_countries(original or text)
         if " capital " in norm:  # "Is it the capital of Japan?": capital, and of that country
             return CityParse("yes_no", "capital", countries[0] if countries else "")
         if countries:

@@ -169,8 +169,9 @@ def founded_year(city: City) -> int | None:
 
 
 def _contains(texts: Sequence[str], phrase: str) -> bool:
-    """Whether `phrase` (or its last word, for a plural/singular slip) appears as words in any text."""
-    words = normalize(phrase).split()
+    """Whether `phrase`, or its head noun ("statue" of "a big statue of Jesus"), appears as words in any text."""
+    words = normalize(re.split(r"\b(?:of|with|that|which|in|on|for)\b", phrase)[0]).split()
+    words = [w for w in words if w not in ("the", "a", "an")]
     if not words:
         return False
     targets = {" ".join(words), words[-1], words[-1].rstrip("s")}
@@ -230,6 +231,8 @@ def yes_no_value(city: City, parse: CityParse, question: str, nicknames: dict[st
         "humid": lambda: (True if "humid" in city.climate_note.lower() or city.climate == "tropical" else
                           False if city.climate == "arid" else None, city.climate_note),
         "weather_word": lambda: (True if value in city.climate_note.lower() else None, city.climate_note),
+        "monsoon": lambda: (True if city.rainy_season and city.climate == "tropical" or "monsoon" in city.climate_note.lower()
+                            else False if city.climate in ("arid", "temperate", "continental") else None, city.climate_note),
         "warm_winter": lambda: (True if city.climate == "tropical" else False if city.snow or city.climate == "continental"
                                 else None, city.climate_note),
         "latin": lambda: (city.continent == "south america" or city.region in ("mexico and central america", "caribbean"),

@@ -30,8 +30,8 @@ _LANGUAGE_SYNONYMS = {"farsi": "persian", "castilian": "spanish", "tagalog": "fi
                       "flemish": "dutch", "gaelic": "irish", "maori": "māori"}
 _LANGUAGE_CUE = re.compile(r"\b(?:speak|speaks|spoken|language|languages|talk|say)\b")
 # A landmark-like noun after "is there a (famous) ...", "does it have a ...", "famous ...".
-_LANDMARK = re.compile(r"\b(?:is there|are there|does it have|has it got|do they have|can you see|can you visit|"
-                       r"is it home to)\s+(?:a |an |the |any |lots of |many |some |a lot of )?(?:famous |big |huge |tall |"
+_LANDMARK = re.compile(r"\b(?:is there|are there|was there|were there|does it have|has it got|do they have|can you see|"
+                       r"can you visit|is it home to|is it near|is it close to|is it next to)\s+(?:a |an |the |any |lots of |many |some |a lot of )?(?:famous |big |huge |tall |"
                        r"old |well known |well-known |large |great |giant |ancient |historic |beautiful |lot of )*"
                        r"(?P<x>[a-z' -]+?)(?:\s+(?:there|in it|in the city|nearby|in town|near the city|next to the city))?$")
 _FOOD = re.compile(r"^(?:\w+\s+)??(?:is|are|do they eat|do people eat|do they drink|is there)\s+(?P<x>[a-z' -]+?)\s+"
@@ -51,7 +51,7 @@ def read_yes_no(kb: CityKB, text: str, topic: str) -> CityParse | None:
     knowledge base names are looked for; None: no wording rule applies."""
     text = text.rstrip("?!. ")
     norm = " " + normalize(text) + " "
-    for reader in (_religion, _sport, _currency, _language, _economy, _country_adjective, _hemisphere, _called, _olympics,
+    for reader in (_seat_of_government, _religion, _sport, _currency, _language, _economy, _country_adjective, _hemisphere, _called, _olympics,
                    _age, _elevation, _climate, _water, _kind_of_city):
         parse = reader(kb, text, norm, topic)
         if parse is not None:
@@ -83,9 +83,6 @@ def _kind_of_city(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | N
     if not found:
         return None
     x = found.group("x")
-    adjective = kb.mentioned_adjectives(x)
-    if adjective:
-        return _parse("country", adjective[0])
     kinds = {"capital": ("capital", ""), "coastal": ("coast", ""), "seaside": ("coast", ""), "port": ("coast", ""),
              "beach": ("coast", ""), "harbour": ("coast", ""), "mountain": ("mountains", ""), "desert": ("desert", ""),
              "european": ("continent", "europe"), "asian": ("continent", "asia"), "african": ("continent", "africa"),
@@ -95,6 +92,9 @@ def _kind_of_city(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | N
              "north korean": ("country", "~other")}
     if x in kinds:
         return _parse(*kinds[x])
+    adjective = kb.mentioned_adjectives(x)
+    if adjective:
+        return _parse("country", adjective[0])
     if x in ("big", "large", "huge", "major", "busy", "crowded", "populous", "massive", "enormous"):
         return _parse("population", ">1")
     if x in ("small", "little", "tiny"):
@@ -195,6 +195,8 @@ def _climate(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | None:
         (r"\bhot\s+(?:in\s+(?:the\s+)?)?summers?\b|\bsummers?\s+(?:are\s+|get\s+)?(?:hot|warm|scorching)\b|\bhot summers?\b",
          "heat"),
         (r"\b(?:hot|warm)\s+in\s+(?:the\s+)?winter", "warm_winter"),
+        (r"\bmonsoons?\b|\brainy season\b|\bwet season\b", "monsoon"),
+        (r"\b(?:hot|warm|scorching)\b", "heat"),
         (r"\b(?:cold|chilly|freezing)\b", "cold_winter"),
         (r"\b(tropical|arid|temperate|continental|subtropical|mediterranean|highland)\b", "climate"),
         (r"\bhumid\b|\bmuggy\b|\bsticky\b", "humid"),
@@ -271,8 +273,15 @@ def _named_landmark(norm: str, owner: dict[str, str]) -> CityParse | None:
 
 
 def _landmark(text: str, topic: str) -> CityParse | None:
-    found = _LANDMARK.search(text)
+    found = _LANDMARK.search(text) or re.search(r"^(?:\w+\s+)??(?:is|are)\s+(?P<x>(?:the\s+)?[a-z' -]+?)\s+(?:there|in the city)$",
+                                                text)
     return _parse("landmark", found.group("x")) if found else None
+
+
+def _seat_of_government(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | None:
+    if re.search(r"\b(?:seat of (?:the )?(?:national )?government|where the government (?:sits|is)|parliament)\b", norm):
+        return _parse("capital")
+    return None
 
 
 def _food(text: str) -> CityParse | None:

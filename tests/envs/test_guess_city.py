@@ -128,6 +128,10 @@ def kind(text: str) -> str:
     ("moscow", "Are the winters cold?", "yes"), ("rome", "Is it more than 2000 years old?", "yes"),
     ("paris", "Is there a famous tower?", "yes"), ("rome", "Is the Eiffel Tower there?", "no"),
     ("chicago", "Is it called the Windy City?", "yes"), ("tehran", "Is Farsi spoken there?", "yes"),
+    ("rio de janeiro", "Is it a South American city?", "yes"), ("chicago", "Is it a South American city?", "no"),
+    ("chicago", "Is it in the US?", "yes"), ("new york city", "Is it in the States?", "yes"),
+    ("mumbai", "Does it have a monsoon season?", "yes"), ("dubai", "Is it hot?", "yes"),
+    ("tokyo", "Is it the seat of the national government?", "yes"), ("cairo", "Is it near the pyramids?", "yes"),
 ])
 def test_yes_no_questions_about_stored_facts(oracle, city, question, want):
     reply = oracle.answer(city, question)
