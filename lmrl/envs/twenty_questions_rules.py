@@ -119,8 +119,8 @@ class PropertyRules:
             person = re.fullmatch(r"(?:a |an |the )?(?:person|human|human being|man|woman|people|real person)", looks.group("x"))
             return attribute_parse([Term("looks_like_person")]) if person and "looks_like_person" in self.kb.attribute_ids \
                 else UNKNOWN_PARSE
-        for rule in (self._role, self._made_into, lambda t: size_parse(self.kb, t), self._have, self._made_of, self._place,
-                     self._verb):
+        for rule in (self._role, self._made_into, lambda t: size_parse(self.kb, t), self._part_property, self._have,
+                     self._made_of, self._place, self._verb):
             parse = rule(text)
             if parse is not None:
                 return parse
@@ -194,6 +194,22 @@ class PropertyRules:
         return None
 
     # -- rules on the whole question -------------------------------------------------------
+
+    def _part_property(self, text: str) -> Parse | None:
+        """"Is the frame metal?", "Are the blades made of steel?": no if it has no such part; yes if the whole
+        object is made of that (or has that colour); otherwise unknown (a car is metal, its tyres are not)."""
+        found = re.match(r"^(?:\w+\s+)??(?:is|are)\s+(?:the|its)\s+(?P<part>[a-z ]+?)\s+(?:made\s+(?:of|from|out of)\s+)?"
+                         r"(?P<x>[a-z -]+?)\W*$", text)
+        part = found and self.lookup("part", found.group("part"))
+        if not part:
+            return None
+        x = found.group("x")
+        kind = REFERENCES["material_kinds"].get(x, x)
+        quality = self.lookup("material", kind) or self.lookup("colour", x) or (
+            self._material(x).target if self._material(x) else None)
+        if not quality:
+            return None
+        return attribute_parse([Term(part), Term(quality, yes_only=True)])
 
     def _have(self, text: str) -> Parse | None:
         for pattern in _HAVE:

@@ -195,6 +195,9 @@ def test_counts_alternatives_and_combinations(oracle):
     assert oracle.answer("horse", "Is it an animal with hooves?").text == YES
     assert oracle.answer("dog", "Is it an animal with hooves?").text == NO
     assert oracle.answer("sun", "Is it a star in the sky?").text == YES and oracle.answer("moon", "Is it a star in the sky?").text == NO
+    assert oracle.answer("bicycle", "Is the frame metal?").text == YES  # a metal object's frame
+    assert oracle.answer("dog", "Is the frame metal?").text == NO  # no frame at all
+    assert oracle.answer("car", "Are the wheels made of rubber?").text == UNKNOWN  # a metal car, rubber tyres
 
 
 def test_what_you_do_with_it_and_what_it_does_are_told_apart(oracle):
