@@ -7,11 +7,12 @@ checks it, and gives the oracle the name matching it needs.
 
 File layout (JSON)::
 
-    {"version": 1, "source": "how the data was made",
+    {"version": 3, "source": "how the data was made",
      "cities": [{"name": "tokyo", "aliases": ["tokio"], "country": "japan", ...}, ...]}
 
 Every city has every field of `City` except the optional `nickname` (null or omitted when
-there is no well-known one) and `city_state` (default false).  Conventions:
+there is no well-known one), `city_state` (default false), `state`, and `nearest_sea` and
+`sea_km` (present exactly for the cities that are not coastal).  Conventions:
 
 - Names, aliases, countries and list items are lowercase; accented names also list their
   unaccented spelling.  No normalized name or alias belongs to two cities, and none equals
@@ -32,6 +33,15 @@ there is no well-known one) and `city_state` (default false).  Conventions:
 - `elevation_m`: height of the city centre above sea level (metres, rounded); `mountains`: a
   mountain range or high hills in or beside the city; `olympics`: the years it hosted the
   Summer or Winter Games (empty if never).
+- `state`: the first-level division the city lies in (US state, Canadian province, Chinese
+  province, Indian state, Spanish community, ...), its name first, then other spellings and
+  adjectives nobody uses for anything else ("californian"; not "catalan", a language).  Empty
+  where the city is its own division (Beijing, Tokyo, Delhi, Washington), the division carries
+  the city's name (Osaka Prefecture, the state of São Paulo), or is a country alias (England).
+  A state's names belong to one state of one country and name no city or country.
+- `nearest_sea` and `sea_km`, for a city that is not `coastal` only: the sea or seas whose coast
+  is nearest (names from `SEAS`; a part first, then the sea it belongs to: "tyrrhenian sea",
+  "mediterranean") and the straight-line distance from the centre to that coast in km, rounded.
 - Free-text fields (`climate_note`, `founded`, `known_for`, `nickname`) never contain the
   city's own name or aliases, so the oracle can read them out.  Landmarks, foods and water
   keep real names ("tokyo tower"); `City.redact` hides the city in them.
@@ -52,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "guess_my_city.json"
-VERSION = 2
+VERSION = 3
 CONTINENTS: tuple[str, ...] = ("africa", "asia", "europe", "north america", "south america", "oceania")
 REGION_CONTINENT: dict[str, str] = {
     "east asia": "asia", "southeast asia": "asia", "south asia": "asia", "central asia": "asia",
@@ -68,13 +78,25 @@ REGION_CONTINENT: dict[str, str] = {
     "australia and new zealand": "oceania",
 }
 REGIONS: tuple[str, ...] = tuple(REGION_CONTINENT)
+# Seas and oceans by the names people use; a `nearest_sea` must be one of them.
+SEAS: tuple[str, ...] = ("pacific", "atlantic", "indian ocean", "arctic ocean", "mediterranean", "caribbean",
+                         "arabian sea", "red sea", "black sea", "baltic", "north sea", "persian gulf", "gulf of mexico",
+                         "south china sea", "east china sea", "yellow sea", "bohai sea", "sea of japan", "tasman sea",
+                         "bay of bengal", "caspian", "andaman sea", "gulf of thailand", "gulf of tonkin",
+                         "strait of malacca", "gulf of aden", "english channel", "adriatic", "tyrrhenian sea",
+                         "ligurian sea", "aegean", "irish sea", "java sea", "coral sea")
 CLIMATES: tuple[str, ...] = ("tropical", "arid", "temperate", "continental", "subtropical", "mediterranean",
                              "highland")
 # Phrases that contain a country's name or alias but do not name that country ("south
 # america" is not the USA, "north korea" not South Korea); continents and regions are added.
 SHADOW_PHRASES: tuple[str, ...] = ("north korea", "south sudan", "republic of the congo", "congo river",
                                    "latin america", "central america", "the americas", "new mexico",
-                                   "new england", "east india company", "washington state", "rio grande")
+                                   "new england", "east india company", "washington state", "rio grande",
+                                   "gulf of mexico", "indian ocean", "south china sea", "east china sea", "sea of japan",
+                                   "gulf of guinea", "gulf of thailand", "western australia", "north holland",
+                                   "ile de france",
+                                   "english channel", "irish sea", "persian gulf", "arabian sea", "bay of bengal",
+                                   "mexican food", "chinese food", "indian food", "italian food", "japanese food")
 # Aliases that are ordinary words: free text mentions them only in capitals ("the US", "U.S.",
 # "LA"), since "tell us" names no country and "la" is also an article ("kin la belle").
 # `resolve("la")` and `resolve_country("us")` still work.
@@ -166,6 +188,9 @@ class City:
     known_for: str
     nickname: str | None = None
     city_state: bool = False
+    nearest_sea: tuple[str, ...] = ()
+    sea_km: float = 0.0
+    state: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -214,6 +239,11 @@ class CityKB:
         self._city_scan = _without_common_words(self._index)
         self._country_scan = _without_common_words(self._countries)
         self._adjectives = {_key(a): c.country for c in self.cities for a in c.country_adjectives}
+        self._states = {_key(n): c.state[0] for c in self.cities for n in c.state}
+
+    def mentioned_states(self, text: str) -> list[str]:
+        """States and provinces named in free text ("Is it in Texas?", "a Californian city"), by their first name."""
+        return _scan(_tokens(text), self._states, self._country_shadows)
 
     def mentioned_adjectives(self, text: str) -> list[str]:
         """Countries named by an adjective in free text ("a Japanese city" -> japan); "North Korean" and
@@ -364,8 +394,9 @@ _FIELDS: dict[str, tuple[str, int, int | None]] = {
     "industries": ("list", 2, 4), "currency": ("lower", 0, None), "religion": ("list", 1, 2),
     "founded": ("text", 0, None), "known_for": ("text", 0, None),
     "nickname": ("lower", 0, None), "city_state": ("bool", 0, None),
+    "nearest_sea": ("list", 1, 2), "sea_km": ("number", 0, None), "state": ("list", 1, 4),
 }
-_OPTIONAL = {"nickname": None, "city_state": False}
+_OPTIONAL = {"nickname": None, "city_state": False, "nearest_sea": (), "sea_km": 0.0, "state": ()}
 _KINDS = {
     "lower": (_is_lower, "a lowercase, trimmed, non-empty string"),
     "text": (lambda v: isinstance(v, str) and v != "" and v == v.strip(), "a trimmed, non-empty string"),
@@ -422,13 +453,21 @@ def _check_city(c: City, where: str) -> None:
     _require(-180 <= c.lon <= 180, f"{where}, field 'lon': {c.lon} is outside [-180, 180]")
     _require(c.population_millions > 0, f"{where}, field 'population_millions': must be > 0")
     _require(-450 <= c.elevation_m <= 5000, f"{where}, field 'elevation_m': {c.elevation_m} is outside [-450, 5000]")
+    if c.coastal:
+        _require(not c.nearest_sea and not c.sea_km,
+                 f"{where}, fields 'nearest_sea', 'sea_km': only for a city that is not coastal")
+    else:
+        _require(bool(c.nearest_sea) and 0 < c.sea_km <= 5000,
+                 f"{where}, fields 'nearest_sea', 'sea_km': an inland city needs both (0 < sea_km <= 5000)")
+    for sea in c.nearest_sea:
+        _require(sea in SEAS, f"{where}, field 'nearest_sea': unknown sea {sea!r} (see SEAS)")
     for field in _SENTENCE_FIELDS:
         text = getattr(c, field)
         _require(text[0].isupper() and text.endswith("."),
                  f"{where}, field {field!r}: must be a sentence (capital letter ... full stop)")
     own = _name_regex(c.names)
-    for field in _FREE_TEXT:
-        text = getattr(c, field)
+    for field in (*_FREE_TEXT, "state"):
+        text = " / ".join(getattr(c, field)) if field == "state" else getattr(c, field)
         hit = own.search(_fold(text)[0]) if text else None
         _require(hit is None, f"{where}, field {field!r}: names the city ({hit and hit.group(0)!r})")
     if c.city_state:
@@ -457,11 +496,20 @@ def _check_countries(cities: list[City]) -> None:
 
 
 def _check_names(cities: list[City]) -> None:
-    """No name or alias belongs to two cities or names a country (city-states excepted)."""
+    """No name or alias belongs to two cities or names a country (city-states excepted); a state's names
+    belong to one state of one country and name no city or country."""
     countries = {_key(n): c.country for c in cities for n in (c.country, *c.country_aliases)}
+    city_names = {_key(n) for c in cities for n in c.names}
     owner: dict[tuple[str, ...], int] = {}
+    states: dict[tuple[str, ...], tuple[str, str]] = {}
     for i, c in enumerate(cities):
         where = f"city #{i} ({c.name!r})"
+        for n in c.state:
+            holder = states.setdefault(_key(n), (c.state[0], c.country))
+            _require(holder == (c.state[0], c.country), f"{where}, field 'state': {n!r} also names {holder[0]!r} "
+                                                        f"in {holder[1]!r}")
+            _require(_key(n) not in countries and _key(n) not in city_names,
+                     f"{where}, field 'state': {n!r} names a country or a city")
         for n in c.names:
             field = "name" if n == c.name else "aliases"
             key = _key(n)

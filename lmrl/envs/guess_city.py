@@ -22,12 +22,13 @@ base (`data/guess_my_city.json`, `cities.py`) with a truthful sentence:
   several templates for that topic, picked by a hash of the question so the same question
   always gets the same answer.
 - **Yes/no questions** (starting with is/are/does/can/...) are answered "Yes" or "No" only
-  when a stored fact decides them: a continent, country (or "a Japanese city"), region,
-  language, currency, religion, hemisphere or nearness to the equator, population threshold,
-  coast, sea, lake or river, snow, heat, desert, rain, elevation and mountains, Olympic Games,
-  age, nickname, or a dish, sport, industry or landmark the city's lists name (those short
-  lists can say yes, never no).  Anything else ("Is it in California?", "Is it on an
-  island?") gets "I can't answer that." with what the knowledge base does hold on the topic
+  when a stored fact decides them: a continent, country (or "a Japanese city"), state or
+  province ("Is it in Texas?"), region, language, currency, religion, hemisphere or nearness
+  to the equator, population threshold, coast, sea (and how near an inland city is to one),
+  lake or river, snow, heat, desert, rain, elevation and mountains, Olympic Games, age,
+  nickname, or a dish, sport, industry or landmark the city's lists name (those short lists
+  can say yes, never no).  Anything else ("Is it in Ohio?", "Is it on an island?") gets "I
+  can't answer that." with what the knowledge base does hold on the topic
   (`guess_city_questions.py` reads the wording, `guess_city_answers.py` decides).
 - Anything else gets one fixed reply that says what can be asked (`UNKNOWN`).
 """
@@ -54,6 +55,7 @@ from lmrl.envs.guess_city_answers import (
 )
 from lmrl.envs.guess_city_questions import read_generic, read_yes_no
 from lmrl.envs.question_game import MAX_QUESTIONS, QuestionGameEnv, build_oracle
+from lmrl.envs.words import strip_chatter
 
 PHRASINGS_PATH = Path(__file__).resolve().parent / "data" / "dialogue_phrasings.json"
 UNKNOWN = ("I can't answer that. Ask me about where my city is, its language, climate, food, landmarks, "
@@ -223,10 +225,16 @@ class CityOracle:
         `original`: the question as typed ("US" is the country only in capitals)."""
         norm = " " + normalize(text) + " "
         countries = self.kb.mentioned_countries(original or text)
+        if re.search(r"\b(?:was it|used to be|former|formerly|once)\b.*\bcapital\b|\bcapital\b.*\b(?:in the past|before|"
+                     r"long ago)\b", norm):
+            return CityParse("yes_no", "vague:history")  # a past capital is history the knowledge base does not hold
         if " capital " in norm:  # "Is it the capital of Japan?": capital, and of that country
             return CityParse("yes_no", "capital", countries[0] if countries else "")
         if countries:
             return CityParse("yes_no", "country", countries[0])
+        states = self.kb.mentioned_states(original or text)
+        if states:  # "Is it in Texas?", "Is it a Californian city?"
+            return CityParse("yes_no", "state", states[0])
         specific = read_yes_no(self.kb, text, "")
         if specific is not None:
             return specific
@@ -274,8 +282,8 @@ class CityOracle:
 
 
 def _clean(question: str) -> str:
-    text = question.replace("\u2019", "'").replace("\u2018", "'").lower()
-    return " ".join(text.split())
+    """Lowercase, one line, curly quotes straightened, chatter in front dropped ("OK, is it in Italy?")."""
+    return strip_chatter(" ".join(question.replace("\u2019", "'").replace("\u2018", "'").lower().split()))
 
 
 _NUMBER_WORDS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "ten": 10, "twenty": 20}

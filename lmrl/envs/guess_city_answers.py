@@ -23,6 +23,8 @@ _SEA_WORDS = ("ocean", "sea", "bay", "gulf", "harbour", "harbor", "strait", "cha
               "lagoon", "bosphorus", "golden horn", "lake", "canal", "canals", "inlet", "creek", "port")
 _YEAR = re.compile(r"\b(?:(?P<century>\d{1,2})(?:st|nd|rd|th) century(?P<cbc> bc)?|(?:ad )?(?P<year>\d{3,4})(?P<ybc> bc)?)\b")
 NOW = 2026
+# An inland city this close to a coast is near the sea; this far, it is not; in between, who can say.
+NEAR_SEA_KM, FAR_FROM_SEA_KM = 50, 150
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,7 @@ def yes_no_value(city: City, parse: CityParse, question: str, nicknames: dict[st
     deciders = {
         "capital": lambda: (city.capital and (not value or value == city.country), ""),
         "country": lambda: (value == city.country, ""),
+        "state": lambda: (bool(city.state) and value == city.state[0], ""),  # a city without one is its own
         "continent": lambda: (value == city.continent, f"It's in {_cap(city.continent)}."),
         "region": lambda: (value == city.region, ""),
         "hemisphere": lambda: (value in (city.hemisphere, city.east_west), ""),
@@ -211,6 +214,8 @@ def yes_no_value(city: City, parse: CityParse, question: str, nicknames: dict[st
         "coast": lambda: (city.coastal, _water_sentence(city)),
         "sea": lambda: (True if _contains(city.water, value) else False if not city.coastal else None,
                         _water_sentence(city)),
+        "sea_near": lambda: (_near_sea(city, value), _sea_sentence(city)),
+        "sea_far": lambda: (_opposite(_near_sea(city, value)), _sea_sentence(city)),
         "lake": lambda: (any("lake" in w for w in city.water), _water_sentence(city)),
         "named_water": lambda: (True if value in {_bare(w) for w in city.water} else None, _water_sentence(city)),
         "river": lambda: (bool(rivers(city)), _water_sentence(city)),
@@ -254,6 +259,25 @@ def yes_no_value(city: City, parse: CityParse, question: str, nicknames: dict[st
     return None, open_answer(city, topic, question) if topic in _DEFAULT_OPEN and topic != "name" else ""
 
 
+def _near_sea(city: City, sea: str) -> bool | None:
+    """Whether the city is near the sea (or the named sea); None where the distance leaves it open."""
+    if city.coastal:
+        return True if not sea or _contains(city.water, sea) else None  # a coast, but maybe not on that sea
+    if sea and sea not in city.nearest_sea:
+        return False if city.sea_km > FAR_FROM_SEA_KM else None
+    return True if city.sea_km <= NEAR_SEA_KM else False if city.sea_km > FAR_FROM_SEA_KM else None
+
+
+def _opposite(value: bool | None) -> bool | None:
+    return None if value is None else not value
+
+
+def _sea_sentence(city: City) -> str:
+    if city.coastal:
+        return _water_sentence(city)
+    return f"It isn't on the coast; the nearest sea is the {city.nearest_sea[0]}, about {city.sea_km:.0f} km away."
+
+
 def _population(city: City, value: str) -> bool:
     limit = float(value[1:])
     return city.population_millions > limit if value[0] == ">" else city.population_millions < limit
@@ -277,7 +301,7 @@ def yes_no_text(value: bool | None, detail: str, parse: CityParse) -> str:
     if value is None:
         return f"{CANT} {detail}".strip()
     head = "Yes" if value else "No"
-    if parse.topic in ("country", "capital", "region", "hemisphere", "equator") or not detail:
+    if parse.topic in ("country", "state", "capital", "region", "hemisphere", "equator") or not detail:
         return {("country", True): "Yes, it is.", ("country", False): "No, it's not in that country.",
                 ("capital", True): "Yes, it's the capital.", ("capital", False): "No, it's not the capital.",
                 }.get((parse.topic, value), f"{head}.")

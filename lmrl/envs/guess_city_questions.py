@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from lmrl.envs.cities import CityKB, normalize
+from lmrl.envs.cities import SEAS, CityKB, normalize
 from lmrl.envs.guess_city_answers import CityParse
 
 _SPORT_SYNONYMS = {"soccer": "football", "hockey": "ice hockey", "running": "athletics", "track": "athletics",
@@ -41,9 +41,10 @@ _FOOD_FROM = re.compile(r"^(?:\w+\s+)??(?:is|are|does|do)\s+(?P<x>[a-z' -]+?)\s+
                         r"(?:from there|from the city|from your city|invented there|from it)$")
 _KNOWN_FOR = re.compile(r"\b(?:known|famous|well known|renowned|popular)\s+for\s+(?P<x>[a-z0-9' -]+)$")
 _CALLED = re.compile(r"\b(?:called|known as|nicknamed|referred to as)\s+(?P<x>(?:the\s+)?[a-z' -]+?)(?:\s+by\s+\w+)?$")
-_OCEANS = ("pacific", "atlantic", "indian ocean", "mediterranean", "caribbean", "arabian sea", "red sea", "black sea",
-           "baltic", "north sea", "persian gulf", "gulf of mexico", "south china sea", "sea of japan", "tasman sea",
-           "bay of bengal", "caspian")
+_OCEANS = tuple(sorted(SEAS, key=len, reverse=True))
+# "Is it near the sea?" asks a distance; "Is it far from the ocean?" the opposite one.
+_NEAR = re.compile(r"\b(?P<far>not far from|far from|far away from|a long way from)\b|\b(?:near|close to|nearby)\b")
+_SEA_NOUNS = re.compile(r"\b(?:sea|seas|ocean|oceans|coast|coastline|beach|beaches|seaside)\b")
 
 
 def read_yes_no(kb: CityKB, text: str, topic: str) -> CityParse | None:
@@ -52,7 +53,7 @@ def read_yes_no(kb: CityKB, text: str, topic: str) -> CityParse | None:
     text = text.rstrip("?!. ")
     norm = " " + normalize(text) + " "
     for reader in (_seat_of_government, _religion, _sport, _currency, _language, _economy, _country_adjective, _hemisphere, _called, _olympics,
-                   _age, _elevation, _climate, _water, _kind_of_city):
+                   _age, _elevation, _near_sea, _climate, _water, _kind_of_city):
         parse = reader(kb, text, norm, topic)
         if parse is not None:
             return parse
@@ -181,6 +182,8 @@ def _elevation(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | None
 
 
 def _climate(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | None:
+    if re.search(r"\b(?:on|by|along|at|off|to|across|beside|facing|overlooking|overlooks|of) the mediterranean\b", norm):
+        return _parse("sea", "mediterranean")  # "on the Mediterranean" is the sea, "Mediterranean weather" the climate
     return _first(norm, (
         (r"\b(?:hot|warm)\s+(?:all|the whole|throughout the|most of the|much of the)\s+year|\byear[ -]?round\b|"
          r"\ball year(?: round)?\b", "hot_all_year"),
@@ -212,6 +215,16 @@ def _water(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | None:
         (r"\brivers?\b|\bflows? through\b", "river"),
         (r"\b(?:sea|seaside|ocean|beach|beaches|coast|coastal|coastline|seaport|port city|on the water)\b", "coast"),
     ))
+
+
+def _near_sea(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | None:
+    """"Is it near the sea?", "Is it close to the Gulf of Mexico?", "Is it far from the ocean?"."""
+    sea = next((s for s in _OCEANS if f" {s} " in norm), "")
+    found = _NEAR.search(norm)
+    if not found or not (sea or _SEA_NOUNS.search(norm)):
+        return None
+    far = found.group("far") and not found.group("far").startswith("not")
+    return _parse("sea_far" if far else "sea_near", sea)
 
 
 def _first(norm: str, checks) -> CityParse | None:
@@ -279,6 +292,9 @@ def _landmark(text: str, topic: str) -> CityParse | None:
 
 
 def _seat_of_government(kb: CityKB, text: str, norm: str, topic: str) -> CityParse | None:
+    if re.search(r"\b(?:was it|used to be|former|formerly|once|in the past|ancient|old)\b.*\bcapital\b|\bcapital\b.*\b(?:in "
+                 r"the past|once|before|long ago|formerly)\b", norm):
+        return _parse("vague:history")  # a past capital: history the knowledge base does not hold
     if re.search(r"\b(?:seat of (?:the )?(?:national )?government|where the government (?:sits|is)|parliament)\b", norm):
         return _parse("capital")
     return None

@@ -39,7 +39,9 @@ An object's `"attributes"` is either the compact form the shipped file uses, a l
 attribute ids that are TRUE (every other attribute is false), or the explicit form, a
 mapping of EVERY attribute id to a bool.  Each category has an attribute
 `is_<category>` (lowercase, spaces as `_`: "Kitchen Tools" -> `is_kitchen_tools`) that
-must be true exactly for that category's objects.  Names and synonyms are lowercase and
+must be true for that category's objects; an object of another category may have it true too
+(a calculator, an office supply, is also "an electronic device") or unsure (is a tomato "a
+fruit"?), and `category` is the one the original dataset gives it.  Names and synonyms are lowercase and
 no normalized form is shared by two objects.  `"ambiguous"` lists (object, attribute)
 pairs whose answer is a judgement call for a typical instance; the value stored is the
 answer most people would give.
@@ -357,24 +359,19 @@ def _parse_object(item: Mapping, i: int, attribute_ids: set[str],
     category = item.get("category")
     _require(category in categories, f"{where}: unknown category {category!r}")
     true = _parse_values(item.get("attributes"), where, attribute_ids)
-    for c in categories:
-        attr = category_attribute(c)
-        _require((attr in true) == (c == category),
-                 f"{where}: attribute {attr!r} must be {c == category} "
-                 f"for category {category!r}")
-    unsure = _parse_unsure(item.get("unsure", []), where, attribute_ids, true,
-                           {category_attribute(c) for c in categories})
+    _require(category_attribute(category) in true,
+             f"{where}: attribute {category_attribute(category)!r} must be true for category {category!r}")
+    unsure = _parse_unsure(item.get("unsure", []), where, attribute_ids, true)
     size = _parse_size(item.get("size_m"), where, true)
     counts = _parse_counts(item.get("counts", {}), where, true)
     return KBObject(name, tuple(synonyms), category, frozenset(true), frozenset(unsure), size, counts)
 
 
-def _parse_unsure(raw: Any, where: str, attribute_ids: set[str], true: set[str], category_ids: set[str]) -> set[str]:
+def _parse_unsure(raw: Any, where: str, attribute_ids: set[str], true: set[str]) -> set[str]:
     _require(isinstance(raw, list), f"{where}: unsure must be a list of attribute ids")
     for aid in raw:
         _require(aid in attribute_ids, f"{where}: unsure lists unknown attribute {aid!r}")
         _require(aid not in true, f"{where}: attribute {aid!r} is both true and unsure")
-        _require(aid not in category_ids, f"{where}: category attribute {aid!r} cannot be unsure")
     _require(len(set(raw)) == len(raw), f"{where}: an attribute is listed twice in unsure")
     return set(raw)
 

@@ -79,6 +79,7 @@ _WH_START = re.compile(r"^(?:so |ok |okay |and |well |then )*(?:what|which|where
 _NEGATION = re.compile(r"\b(?:not|never)\b")
 _POSSIBLE = re.compile(r"^(?:\w+\s+)??(?:can|could|might|may)\s+(?:it|they|this)\s+be\b")
 _OR_NOT = re.compile(r"\bor not\b")
+_CONTRAST = re.compile(r",\s*(?:and\s+|but\s+)?not\b.*$")
 _LIST_SEPARATORS = re.compile(r"[,;/?!]|\bor\b|\band\b")
 # "Do you/people ... ?" asks what people do; it cannot be about a part, a behaviour, a sound or life.
 _PEOPLE_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:do|does|did|can|could|would|will|should)\s+(?:you|people|we|i|someone|"
@@ -92,6 +93,12 @@ _SHARED_MARGIN = 0.1
 _RULE_ONLY = frozenset({"liftable", "seen_in_daytime", "seen_at_night"})
 # Parts are asked with "have": a question about what it makes or does is not about a part.
 _ACTION_VERBS = frozenset(stem(w) for w in "make produce create give emit cause cut dig drill build do".split())
+# Who likes it ("Do kids like it?", "Do people enjoy eating it?"): taste, which the knowledge base does not store.
+_LIKING = re.compile(r"\b(?:like|likes|liked|love|loves|loved|enjoy|enjoys|hate|hates|prefer|prefers)\s+(?:it|them|this|"
+                     r"that|to|\w+ing)\b|\bfavou?rite\b")
+# Where it comes from ("Does it come from the ground?"): only an attribute that itself says where things come from.
+_ORIGIN = re.compile(r"\b(?:come|comes|came|coming)\s+(?:from|out of)\b")
+_ORIGIN_WORDS = _ORIGIN
 _FUNCTION_WORDS = frozenset("through across along inside within without onto upon".split())
 # "Do fish live in it?": the subject is another thing, not the object nor people using it.
 _OTHER_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:do|does|can|could|would|will|did)\s+(?!(?:it|you|people|we|i|they|one|"
@@ -118,7 +125,7 @@ GENERIC_WORDS = frozenset(stem(w) for w in (
     "thing things object objects item items stuff something anything kind sort type lot lots much many more most "
     "people person someone somebody anyone everyone use used using usual have has had get got "
     "would like need able there here about into out up down off over under around than like such example "
-    "see seen look find found spot "
+    "see seen look find found spot go goes going come comes put take keep let "
     "typical normal regular average common everyday guess question answer think know tell say time".split()))
 _CATEGORY_NOUNS = {
     "Sports": ["sports equipment", "sports gear", "sporting goods", "sport equipment", "sports item",
@@ -138,7 +145,7 @@ _CATEGORY_NOUNS = {
     "Art": ["art supply", "art supplies", "art material", "art materials", "art tool", "artwork", "work of art"],
     "Kitchen Tools": ["kitchen tool", "kitchen utensil", "utensil", "kitchenware", "kitchen item", "cookware",
                       "kitchen gadget", "cooking utensil", "cooking tool"],
-    "Nature": ["part of nature", "natural feature", "natural thing", "thing in nature", "natural object"],
+    "Nature": ["part of nature", "natural feature"],
     "Toys": ["toy", "plaything"],
     "Jewelry": ["jewelry", "jewellery", "piece of jewelry", "piece of jewellery", "jewel"],
     "Garden Supplies": ["garden tool", "garden supply", "garden supplies", "gardening tool", "garden equipment",
@@ -259,9 +266,12 @@ class TwentyQuestionsOracle:
         first one that shares a meaningful word with it, else a close paraphrase; among `families` if given."""
         if _OTHER_SUBJECT.search(text):
             return UNKNOWN_PARSE  # "Do fish live in it?", "Do cows eat it?": about something else
+        text = _CONTRAST.sub("", text)  # "natural, not made in a factory": what follows ", not" restates the question
         words = _meaningful_words(text)
-        if not words:
-            return UNKNOWN_PARSE  # "just tell me what it is": nothing to look up
+        if not words or _LIKING.search(text):
+            return UNKNOWN_PARSE  # nothing to look up, or who likes it ("Do kids like it?"): not stored
+        if _ORIGIN.search(text):
+            ranked = [(intent, score) for intent, score in ranked if self._says_origin(intent)]
         unknown_words = words - self._vocabulary
         negated = bool(_NEGATION.search(text)) and not _OR_NOT.search(text)
         people = _PEOPLE_SUBJECT.search(text)
@@ -290,6 +300,10 @@ class TwentyQuestionsOracle:
                     terms.append(Term(intent))
                     break
         return attribute_parse(terms, any_of=True) if len(terms) == 2 else None
+
+    def _says_origin(self, intent: str) -> bool:
+        attribute = self.kb.attribute(intent)
+        return any(_ORIGIN_WORDS.search(t) for t in (attribute.question, *(p for _, ps in attribute.verbs for p in ps)))
 
     def _fits(self, intent: str, words: set[str], families: tuple[str, ...], people) -> bool:
         """Whether an attribute may answer a question with these meaningful words."""
@@ -324,7 +338,7 @@ class TwentyQuestionsOracle:
             return Parse("attribute", colour.target, terms=colour.terms, guess=obj.name)
         if _WH_START.search(text):
             return UNKNOWN_PARSE
-        parse = self.rules.parse(text, remainder)
+        parse = self.rules.parse(text, strip_frame(text, keep_commas=True))
         if parse is not None:
             return parse
         if remainder and self._names_something_else(text, remainder):

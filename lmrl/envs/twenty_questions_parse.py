@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from lmrl.envs.knowledge import KnowledgeBase
+from lmrl.envs.words import strip_chatter
 
 # Words a guess may be wrapped in: "is it", "are you thinking of", "my final guess is", "could it be", ...
 FRAME_WORDS = frozenset(
@@ -72,18 +73,21 @@ UNKNOWN_PARSE = Parse("unknown")
 def clean(question: str) -> str:
     """Lowercase, one line, curly quotes straightened, whitespace collapsed, a leading condition dropped
     ("if you drop it, does it bounce?" -> "does it bounce?")."""
-    text = " ".join(question.replace("\u2019", "'").replace("\u2018", "'").lower().split())
+    text = strip_chatter(" ".join(question.replace("\u2019", "'").replace("\u2018", "'").lower().split()))
     return re.sub(r"^(?:if|when|whenever|once)\b[^,?]*,\s*(?=\w)", "", text)
 
 
-def strip_frame(text: str) -> str:
-    """What a guess names once its frame words are gone: "so is it maybe a dog?" -> "dog"."""
-    words = re.sub(r"[^a-z0-9' -]+", " ", text).split()
-    while words and words[0].strip("'") in FRAME_WORDS:
+def strip_frame(text: str, keep_commas: bool = False) -> str:
+    """What a guess names once its frame words are gone: "so is it maybe a dog?" -> "dog".
+    `keep_commas`: keep the commas of a list ("red, green or yellow")."""
+    words = re.sub(r"[^a-z0-9', -]+", " ", text.replace(",", " , ")).split()
+    if not keep_commas:
+        words = [w for w in words if w != ","]
+    while words and (words[0].strip("'") in FRAME_WORDS or words[0] == ","):
         words.pop(0)
-    while words and words[-1].strip("'") in {"then", "right", "maybe", "perhaps", "correct", "yes", "no"}:
+    while words and (words[-1].strip("'") in {"then", "right", "maybe", "perhaps", "correct", "yes", "no"} or words[-1] == ","):
         words.pop()
-    return " ".join(words)
+    return " ".join(words).replace(" , ", ", ")
 
 
 def evaluate(kb: KnowledgeBase, name: str, term: Term, objects: dict) -> bool | None:

@@ -23,6 +23,7 @@ check ("a *long* handle") makes a yes unknown but keeps a no.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from lmrl.envs.knowledge import COUNTED_PARTS, KnowledgeBase
 from lmrl.envs.twenty_questions_parse import FRAME_WORDS, UNKNOWN_PARSE, Parse, Term, attribute_parse
@@ -40,7 +41,7 @@ _REST_CONDITION = re.compile(r"\s*(?:,|\b(?:when|whenever|if|while|because|befor
 _FILLER_REST = re.compile(r"\b(?:at all|ever|often|usually|normally|much|a lot|really)\b")
 _CONDITION = re.compile(r"\s*(?:,|\b(?:when|whenever|if|while|because|without|before|after|once|like|at once)\b).*$")
 _ADVERBS = frozenset("usually mostly mainly mostly typically normally generally often always all entirely partly "
-                     "completely really very quite pretty totally made".split())
+                     "completely really very quite pretty totally".split())
 _PEOPLE = r"(?:you|people|we|i|they|someone|somebody|anyone|one person|one|kids|children|a person|humans|adults|players|musicians|most people|u)"
 _MODAL = r"(?:do|does|did|can|could|would|will|should|might|may)"
 _IT = r"(?:it|they|this|that|this thing|the thing|the object|your object|the item)"
@@ -52,7 +53,7 @@ _HAVE = [re.compile(p) for p in (
     rf"^(?:\w+\s+)??(?:is|are)\s+(?:{_IT}|its body|its skin|its body all)\s+(?:covered in|covered with|full of|filled with)\s+"
     r"(?P<np>.+)$",
 )]
-_NP_END = re.compile(r"\s+(?:on|in|at|underneath|under|that|which|you|to|when|inside|over|around|for|so|like|as|"
+_NP_END = re.compile(r"\s+(?:on|in|at|underneath|under|that|which|you|to|when|inside|over|around|for|so|like|as|across|along|through|"
                      r"at all|or not|then|sticking|stretched|coming|going)\b.*$")
 _MADE_OF = re.compile(r"\b(?:made|built|carved|formed|constructed|created)\s+(?:mostly\s+|mainly\s+|entirely\s+)?"
                       r"(?:of|from|out of|with)\s+(?P<np>.+)$")
@@ -119,15 +120,14 @@ class PropertyRules:
             person = re.fullmatch(r"(?:a |an |the )?(?:person|human|human being|man|woman|people|real person)", looks.group("x"))
             return attribute_parse([Term("looks_like_person")]) if person and "looks_like_person" in self.kb.attribute_ids \
                 else UNKNOWN_PARSE
+        parse = None
         for rule in (self._role, self._made_into, lambda t: size_parse(self.kb, t), self._part_property, self._have,
-                     self._made_of, self._place, self._verb):
+                     self._made_of, self._place, self._verb, lambda t: self._predicate(remainder)):
             parse = rule(text)
             if parse is not None:
-                return parse
-        parse = self._predicate(remainder)
-        if parse is not None and _POSSIBLE.search(text):
-            terms = tuple(Term(t.attribute, t.negated, t.part, t.count, t.noun, t.restricted, possible=True) for t in parse.terms)
-            parse = attribute_parse(terms, parse.any_of)
+                break
+        if parse is not None and parse.kind == "attribute" and _POSSIBLE.search(text):  # "can it be made of gold?"
+            parse = attribute_parse(tuple(replace(t, possible=True) for t in parse.terms), parse.any_of)
         return parse
 
     # -- "is it (a) X": class nouns, materials, colours -------------------------------------
@@ -338,6 +338,10 @@ class PropertyRules:
                 return attribute_parse([Term("eats_plants")])
             if food is not None and food.category == "Animals":
                 return attribute_parse([Term("eats_meat")])
+        if words[0] in ("hold", "holds", "contain", "contains") and len(words) > 1:  # "does it hold staples?": a part
+            parts = self._noun_phrase(" ".join(words[1:]), "part")
+            if parts:
+                return attribute_parse(*parts)
         if stem(words[0]) in self.it_heads:
             return UNKNOWN_PARSE  # something it does, said in a way the knowledge base does not hold
         return use

@@ -85,6 +85,25 @@ def stems(text: str) -> list[str]:
     return [stem(t) for t in tokens(text)]
 
 
+# What people put in front of a question: "OK, is it...", "Quick question: does it...", "Tell me, ...".
+_CHATTER_WORDS = ("ok", "okay", "so", "well", "right", "alright", "all right", "hmm+", "um+", "uh", "and", "also", "then",
+                  "now", "next one", "next question", "quick question", "question", "one more", "another one",
+                  "let me ask", "let me see", "tell me", "i wonder", "i want to know", "hey", "hi", "sure", "great",
+                  "cool", "thanks", "thank you", "got it", "interesting", "oh", "ah")
+# Longest first, so "next one:" is dropped whole rather than "next" alone.
+CHATTER = re.compile(r"^(?:(?:" + "|".join(sorted(_CHATTER_WORDS, key=len, reverse=True)) + r")\s*[,:!.;-]*\s+)+")
+
+
+# ... and after it: "Is it made of paper at all?", "Is it metal then?", "Is it red, do you think?".
+_TAIL = re.compile(r"(?:[\s,]+(?:at all|then|though|by any chance|do you think|would you say|you think|or what|in general|"
+                   r"exactly|perhaps|maybe|i guess|i wonder|if you know|as well|too))+(?=[?!.\s]*$)")
+
+
+def strip_chatter(text: str) -> str:
+    """A lowercase question without the words people put in front of it or after it."""
+    return _TAIL.sub("", CHATTER.sub("", text))
+
+
 NUMBER_WORDS = {"no": 0, "zero": 0, "one": 1, "a single": 1, "single": 1, "two": 2, "pair": 2, "three": 3, "four": 4,
                 "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
 

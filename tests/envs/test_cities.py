@@ -14,6 +14,7 @@ from lmrl.envs.cities import (
     CONTINENTS,
     DEFAULT_PATH,
     REGIONS,
+    SEAS,
     City,
     CityKB,
     CityKBError,
@@ -314,6 +315,38 @@ def test_new_facts_are_stored_for_every_city(kb):
     assert 1964 in kb.city("tokyo").olympics and kb.city("cairo").olympics == ()
     assert kb.mentioned_adjectives("Is it a Japanese city?") == ["japan"]
     assert kb.mentioned_adjectives("Is it a North Korean city?") == []
+
+
+def test_states_are_found_in_text_and_validated(raw, kb):
+    assert kb.city("houston").state[0] == "texas" and kb.city("beijing").state == ()
+    assert kb.mentioned_states("Is it a Californian city?") == ["california"]
+    assert kb.mentioned_states("Is it in Western Australia?") == ["western australia"]
+    assert kb.mentioned_countries("Is it in Western Australia?") == []  # the state, not the country
+    for city, state, fragment in [("chicago", ["ontario"], "also names"), ("london", ["france"], "names a country"),
+                                  ("toronto", ["montreal"], "names a country or a city"),
+                                  ("tokyo", ["tokyo metropolis"], "names the city")]:
+        data = copy.deepcopy(raw)
+        data["cities"][index_of(data, city)]["state"] = state
+        with pytest.raises(CityKBError, match=fragment):
+            CityKB.from_dict(data)
+
+
+def test_inland_cities_store_their_nearest_sea(kb):
+    for city in kb.cities:
+        assert bool(city.nearest_sea) is (not city.coastal) and (city.sea_km > 0) is (not city.coastal), city.name
+        assert set(city.nearest_sea) <= set(SEAS)
+    assert kb.city("houston").nearest_sea == ("gulf of mexico",) and kb.city("houston").sea_km < 100
+    assert kb.city("madrid").sea_km > 200 and kb.city("tokyo").sea_km == 0
+
+
+@pytest.mark.parametrize("city, field, value, fragment", [
+    ("london", "sea_km", 0, "sea_km"), ("london", "nearest_sea", ["the wide sea"], "unknown sea"),
+    ("tokyo", "sea_km", 30, "only for a city that is not coastal"), ("london", "nearest_sea", [], "nearest_sea"),
+])
+def test_sea_fields_are_validated(raw, city, field, value, fragment):
+    raw["cities"][index_of(raw, city)][field] = value
+    with pytest.raises(CityKBError, match=fragment):
+        CityKB.from_dict(raw)
 
 
 @pytest.mark.parametrize("field, value, fragment", [

@@ -132,6 +132,17 @@ def kind(text: str) -> str:
     ("chicago", "Is it in the US?", "yes"), ("new york city", "Is it in the States?", "yes"),
     ("mumbai", "Does it have a monsoon season?", "yes"), ("dubai", "Is it hot?", "yes"),
     ("tokyo", "Is it the seat of the national government?", "yes"), ("cairo", "Is it near the pyramids?", "yes"),
+    # near the sea: the coast, or an inland city's stored distance (<= 50 km yes, > 150 km no, between unknown)
+    ("houston", "Is it near the Gulf of Mexico?", "yes"), ("houston", "Is it on the coast?", "no"),
+    ("delhi", "Is it near the ocean?", "no"), ("madrid", "Is it far from the sea?", "yes"),
+    ("london", "Is it near the sea?", "unknown"), ("tokyo", "Is it close to the sea?", "yes"),
+    ("rome", "Is it near the Mediterranean?", "yes"), ("alexandria", "Is it on the Mediterranean?", "yes"),
+    ("madrid", "Is it on the Mediterranean?", "no"), ("rome", "Does it have a Mediterranean climate?", "yes"),
+    ("dallas", "Is it near the Pacific?", "no"), ("houston", "Next one: is it in the US?", "yes"),
+    # states and provinces: its own is a yes, any other stored one a no (also for a city that is its own division)
+    ("houston", "Is it in Texas?", "yes"), ("chicago", "Is it in Texas?", "no"), ("washington", "Is it in Texas?", "no"),
+    ("san francisco", "Is it a Californian city?", "yes"), ("perth", "Is it in Western Australia?", "yes"),
+    ("sydney", "Is it in Western Australia?", "no"), ("barcelona", "Is it in Catalonia?", "yes"),
 ])
 def test_yes_no_questions_about_stored_facts(oracle, city, question, want):
     reply = oracle.answer(city, question)
@@ -139,7 +150,7 @@ def test_yes_no_questions_about_stored_facts(oracle, city, question, want):
 
 
 @pytest.mark.parametrize("question", [
-    "Is it in California?", "Is it on an island?", "Do typhoons hit it?", "Is it a former British colony?",
+    "Is it in Ohio?", "Is it on an island?", "Do typhoons hit it?", "Is it a former British colony?",
     "Is it on the east coast?", "Do earthquakes happen there?", "Is it a tech startup paradise?",
 ])
 def test_what_the_knowledge_base_does_not_hold_is_never_answered_yes_or_no(oracle, question):

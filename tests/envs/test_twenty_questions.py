@@ -3,7 +3,7 @@ comparisons, negation, unanswerable questions) and the exploits that must never 
 
 import pytest
 
-from lmrl.envs.knowledge import load_twenty_questions
+from lmrl.envs.knowledge import category_attribute, load_twenty_questions
 from lmrl.envs.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle
 
 KB = load_twenty_questions()
@@ -82,8 +82,12 @@ def test_every_name_and_synonym_wins_and_no_other_object_does(oracle):
     ("Is it a musical instrument?", "Musical Instruments"), ("Is it a toy?", "Toys"), ("Is it jewellery?", "Jewelry"),
 ])
 def test_category_questions_follow_the_category(oracle, question, category):
+    # an object's own category is a yes; another category is a no unless the knowledge base says it also
+    # belongs (yes) or that people would not agree (tomato: "a kind of fruit?")
+    attribute = category_attribute(category)
     for obj in KB.objects:
-        assert oracle.answer(obj.name, question).text == (YES if obj.category == category else NO), (question, obj.name)
+        want = YES if obj.category == category else {True: YES, False: NO, None: UNKNOWN}[KB.value(obj.name, attribute)]
+        assert oracle.answer(obj.name, question).text == want, (question, obj.name)
 
 
 def test_size_comparisons_use_stored_judgements_then_size_ranges(oracle):
@@ -212,3 +216,28 @@ def test_what_you_do_with_it_and_what_it_does_are_told_apart(oracle):
     assert oracle.answer("car", "Is it red?").text == UNKNOWN and oracle.answer("car", "Can it be red?").text == YES
     assert oracle.answer("tractor", "Would a farmer have one?").text == YES
     assert oracle.answer("violin", "Would a farmer have one?").text == UNKNOWN  # a farmer may own a violin
+
+
+@pytest.mark.parametrize("name, question, want", [
+    # "man-made" asks man_made, not "a man"; "natural" is its opposite
+    *[(name, q, want) for q in ("Is it man-made?", "Is it man made?", "Is it manmade?", "Is it human-made?")
+      for name, want in (("car", YES), ("dog", NO))],
+    ("dog", "Is it found in nature?", YES), ("pearl", "Is it found in nature?", YES), ("car", "Is it found in nature?", NO),
+    # where it comes from: only an attribute that says so ("come from a tree"), never "grows underground"
+    # (a diamond or clay does not grow but is dug up)
+    ("potato", "Does it come from the ground?", UNKNOWN), ("clay", "Does it come from the ground?", UNKNOWN),
+    ("diamond", "Does it come from the ground?", UNKNOWN), ("apple", "Does it come from a tree?", YES),
+    # who likes it is not stored
+    ("video game console", "Do kids like it?", UNKNOWN), ("broccoli", "Do people enjoy eating it?", UNKNOWN),
+    # ", not ..." restates the question
+    ("river", "Is it something natural, not made in a factory?", YES), ("printer", "Is it alive, not a machine?", NO),
+    # chatter before (the longest form first) and after the question
+    ("dog", "Next one: is it a mammal?", YES), ("dog", "OK, quick question: does it have feathers?", NO),
+    ("notebook", "Is it made of paper at all?", YES), ("wrench", "Is it made of metal then?", YES),
+    # "can it be" makes an unsure value a yes for every reading; lists keep their commas; parts said other ways
+    ("bracelet", "Can it be made of gold?", YES), ("car", "Can it be made of wood?", NO),
+    ("bell pepper", "Can it be red, green or yellow?", YES), ("tennis racket", "Does it have strings across it?", YES),
+    ("stapler", "Does it hold staples?", YES), ("cup", "Does it hold staples?", NO),
+])
+def test_compound_words_origin_taste_chatter_and_restating_clauses(oracle, name, question, want):
+    assert oracle.answer(name, question).text == want

@@ -10,7 +10,7 @@ import json
 import random
 from pathlib import Path
 
-from lmrl.envs.knowledge import load_twenty_questions
+from lmrl.envs.knowledge import category_attribute, load_twenty_questions
 
 # (attribute id, paraphrase a player might type) -- none is an attribute's canonical question.
 ATTRIBUTE_QUESTIONS = [
@@ -146,6 +146,8 @@ def build() -> list[dict]:
         inside = [o.name for o in kb.in_category(category)]
         outside = [o.name for o in kb.objects if o.category != category]
         for name, answer in ((rng.choice(inside), "Yes."), (rng.choice(outside), "No.")):
+            if answer == "No." and kb.value(name, category_attribute(category)) is not False:
+                continue  # also in that category, or unsure (a tomato, "a fruit?"): no clear no
             items.append({"object": name, "question": question, "answer": answer, "about": f"category:{category}"})
     names = [o.name for o in kb.objects]
     for question, target in GUESSES:
