@@ -8,7 +8,7 @@ the game is winnable.
 
 File layout (JSON)::
 
-    {"version": 2,
+    {"version": 3,
      "source": "where the data comes from",
      "attributes": [{"id": "alive", "question": "Is it alive?", "family": "life"},
                     {"id": "is_mammal", "question": "Is it a mammal?", "family": "class", "nouns": ["mammal"]}, ...],
@@ -16,7 +16,8 @@ File layout (JSON)::
      "objects": [{"name": "apple", "synonyms": [], "category": "Fruits", "size_m": [0.06, 0.09],
                   "attributes": ["is_fruits", "grows", ...],
                   "unsure": ["is_plant", ...],                 # optional
-                  "counts": {"legs": 4}}, ...],                # optional
+                  "counts": {"legs": 4},                        # optional
+                  "facts": ["grows on a tree", "made into pies", ...]}, ...],  # optional
      "ambiguous": [{"object": "apple", "attribute": "red", "reason": "..."}, ...]}
 
 Every attribute belongs to one `family` of `FAMILIES` (what kind of property it is: taxonomy
@@ -33,7 +34,10 @@ true; the attribute must be true for them).  `unsure` lists the attributes whose
 lamp shade part of every lamp? is a carrot "a plant"? what colour is a car?): the oracle says it
 cannot answer them, and they count as false in `vector`.  `size_m` is the object's typical size
 (largest dimension as usually met, in metres) as a [low, high] range; `counts` says how many of a
-countable part it has (`COUNTED_PARTS`: legs, wheels, ...).
+countable part it has (`COUNTED_PARTS`: legs, wheels, ...).  `facts` are short everyday
+statements true of the object that no attribute holds ("wakes you up", "rabbits eat it"): the
+oracle answers yes from them and never no (`twenty_questions_facts.py`), so they are positive
+and plain, without negations or hedges (`FACT_FORBIDDEN`).
 
 An object's `"attributes"` is either the compact form the shipped file uses, a list of the
 attribute ids that are TRUE (every other attribute is false), or the explicit form, a
@@ -59,7 +63,10 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "twenty_questions.json"
-VERSION = 2
+VERSION = 3
+# Words a fact may not use: a fact is answered "Yes." word for word, so it must be plainly true.
+FACT_FORBIDDEN = re.compile(r"\b(?:not|no|never|without|some|sometimes|rarely|seldom|hardly|except|maybe|often|"
+                            r"usually|can't|don't|doesn't|isn't|won't)\b")
 NUM_CATEGORIES = 17
 FAMILIES = ("category", "class", "life", "part", "colour", "material", "use", "place", "size", "shape", "behaviour",
             "sound", "food", "other")
@@ -102,6 +109,7 @@ class KBObject:
     unsure: frozenset[str] = frozenset()
     size_m: tuple[float, float] = (0.0, 0.0)
     counts: tuple[tuple[str, int], ...] = ()
+    facts: tuple[str, ...] = ()
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -364,7 +372,19 @@ def _parse_object(item: Mapping, i: int, attribute_ids: set[str],
     unsure = _parse_unsure(item.get("unsure", []), where, attribute_ids, true)
     size = _parse_size(item.get("size_m"), where, true)
     counts = _parse_counts(item.get("counts", {}), where, true)
-    return KBObject(name, tuple(synonyms), category, frozenset(true), frozenset(unsure), size, counts)
+    facts = _parse_facts(item.get("facts", []), where)
+    return KBObject(name, tuple(synonyms), category, frozenset(true), frozenset(unsure), size, counts, facts)
+
+
+def _parse_facts(raw: Any, where: str) -> tuple[str, ...]:
+    _require(isinstance(raw, list) and len(raw) <= 20, f"{where}: facts must be a list of at most 20 phrases")
+    for fact in raw:
+        _require(isinstance(fact, str) and fact == fact.strip().lower() and 0 < len(fact.split()) <= 10,
+                 f"{where}: fact {fact!r} must be a lowercase, trimmed phrase of 1 to 10 words")
+        bad = FACT_FORBIDDEN.search(fact)
+        _require(bad is None, f"{where}: fact {fact!r} uses {bad and bad.group(0)!r} (facts are plain and positive)")
+    _require(len(set(raw)) == len(raw), f"{where}: a fact is listed twice")
+    return tuple(raw)
 
 
 def _parse_unsure(raw: Any, where: str, attribute_ids: set[str], true: set[str]) -> set[str]:

@@ -60,6 +60,7 @@ from lmrl.envs.twenty_questions_parse import (
     evaluate,
     strip_frame,
 )
+from lmrl.envs.twenty_questions_facts import Facts
 from lmrl.envs.twenty_questions_rules import PropertyRules
 from lmrl.envs.twenty_questions_sizes import compare_size
 from lmrl.envs.words import stem, tokens
@@ -99,6 +100,14 @@ _LIKING = re.compile(r"\b(?:like|likes|liked|love|loves|loved|enjoy|enjoys|hate|
 # Where it comes from ("Does it come from the ground?"): only an attribute that itself says where things come from.
 _ORIGIN = re.compile(r"\b(?:come|comes|came|coming)\s+(?:from|out of)\b")
 _ORIGIN_WORDS = _ORIGIN
+# Opposites the embeddings place close together: a question with one never matches an attribute named by the other
+# ("Does it wake you up?" is not "Does it sleep?").
+_OPPOSITES = {stem(a): stem(b) for x, y in (("wake", "sleep"), ("awake", "asleep"), ("float", "sink"), ("hot", "cold"),
+                                            ("wet", "dry"), ("soft", "hard"), ("heavy", "light"), ("open", "close"),
+                                            ("push", "pull"), ("day", "night"), ("summer", "winter"), ("fast", "slow"),
+                                            ("loud", "quiet"), ("full", "empty"), ("rough", "smooth"), ("sweet", "sour"),
+                                            ("thick", "thin"), ("long", "short"), ("old", "young"), ("tall", "short"))
+              for a, b in ((x, y), (y, x))}
 _FUNCTION_WORDS = frozenset("through across along inside within without onto upon".split())
 # "Do fish live in it?": the subject is another thing, not the object nor people using it.
 _OTHER_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:do|does|can|could|would|will|did)\s+(?!(?:it|you|people|we|i|they|one|"
@@ -180,6 +189,7 @@ class TwentyQuestionsOracle:
         category_nouns = {noun: category_attribute(c) for c, nouns in _CATEGORY_NOUNS.items() for noun in nouns}
         category_nouns.update({normalize(c): category_attribute(c) for c in self.kb.categories})
         self.rules = PropertyRules(self.kb, category_nouns)
+        self.facts = Facts(self.kb, GENERIC_WORDS)
         self._examples = self._build_examples(phrasings)
         self._intent_words = self._build_intent_words()
         self._property_words = self._build_property_words()
@@ -315,6 +325,8 @@ class TwentyQuestionsOracle:
             return False  # "Do you ...?" asks what people do with it, not what it does
         if (words - own) & self._property_words:
             return False  # it names another property or object ("feathers" is not fur)
+        if any(_OPPOSITES.get(w) in own for w in words - own):
+            return False  # it names the opposite ("wake" is not "sleep")
         if attribute.family == "part":  # a part is asked by its noun, and not with a verb of doing
             return bool(words & {stem(w) for n in attribute.nouns for w in tokens(n)}) and not words & _ACTION_VERBS
         return True
@@ -405,6 +417,8 @@ class TwentyQuestionsOracle:
         if parse.guess and parse.guess == self.kb.object(secret).name:
             return Reply(YES, True, parse)
         value = self.value(secret, parse)
+        if value is None and parse.kind == "unknown" and self.facts.says_yes(self.kb.object(secret).name, clean(question)):
+            value = True  # no attribute holds it, but one of the object's everyday facts does (yes-only)
         correct = parse.kind == "guess" and value is True
         return Reply(UNKNOWN if value is None else YES if value else NO, correct, parse)
 

@@ -99,9 +99,34 @@ _TAIL = re.compile(r"(?:[\s,]+(?:at all|then|though|by any chance|do you think|w
                    r"exactly|perhaps|maybe|i guess|i wonder|if you know|as well|too))+(?=[?!.\s]*$)")
 
 
+# A question asked as an opinion: "would you say it's alive?" is "is it alive?".
+_OPINION = re.compile(r"^(?:would you say|do you think|would you call|would you describe|is it fair to say|would it be fair "
+                      r"to say|can you tell me if|could you tell me if|tell me if|i wonder if|i want to know if|is it true "
+                      r"that)\s+(?:that\s+)?(?P<subject>it|your object|the thing|this thing|your city|the city|this city|people|"
+                      r"you|kids|they|most people)"
+                      r"(?:'s|\s+is|\s+as|\s+(?P<verb>has|can|could|would|will|does))?\s+(?P<rest>.+)$")
+
+
+def _plain_question(text: str) -> str:
+    found = _OPINION.match(text)
+    if found is None:
+        return text
+    subject, verb, rest = found.group("subject"), found.group("verb"), found.group("rest")
+    if verb == "has":
+        return f"does {subject} have {rest}"
+    if verb:
+        return f"{verb} {subject} {rest}"
+    head = text[found.end("subject"):found.start("rest")].strip()
+    if subject in ("people", "you", "kids", "they", "most people"):
+        return f"do {subject} {rest}"
+    return f"is {subject} {rest}" if head in ("'s", "is", "as") or rest.startswith(("a ", "an ")) \
+        else f"does {subject} {rest}"
+
+
 def strip_chatter(text: str) -> str:
-    """A lowercase question without the words people put in front of it or after it."""
-    return _TAIL.sub("", CHATTER.sub("", text))
+    """A lowercase question without the words people put in front of it or after it, and asked plainly
+    ("would you say it's alive?" -> "is it alive?")."""
+    return _plain_question(_TAIL.sub("", CHATTER.sub("", text)))
 
 
 NUMBER_WORDS = {"no": 0, "zero": 0, "one": 1, "a single": 1, "single": 1, "two": 2, "pair": 2, "three": 3, "four": 4,

@@ -71,7 +71,7 @@ def greedy_depths(kb: KnowledgeBase) -> dict[str, int]:
 
 
 def test_shipped_file_passes_schema(kb):
-    assert kb.version == 2
+    assert kb.version == 3
     assert len(kb.categories) == 17
     assert 158 <= len(kb.objects) <= 165
     assert len(kb.attributes) >= 45
@@ -374,6 +374,12 @@ def test_other_categories_may_hold_or_be_unsure(kb):
                                                else not kb.value(o.name, "man_made")), o.name
 
 
+def test_every_object_has_everyday_facts(kb):
+    for o in kb.objects:
+        assert len(o.facts) >= 5, o.name
+    assert "wakes you up" in kb.object("alarm clock").facts and "rabbits eat it" in kb.object("carrot").facts
+
+
 def test_unsure_answers_are_neither_yes_nor_no(kb):
     assert kb.value("car", "red") is None and kb.answer("car", "red") is False  # vector() counts unsure as no
     assert kb.value("cow", "has_horns") is None and kb.value("lamp", "has_shade") is None
@@ -390,6 +396,10 @@ def _attribute(d, aid):
     (lambda d: _attribute(d, "is_bird").update(nouns=["mammal"]), ["is_bird", "mammal", "is_mammal"]),
     (lambda d: _attribute(d, "is_bird").update(nouns=["Bird"]), ["is_bird", "nouns"]),
     (lambda d: find(d, "dog").update(unsure=["alive"]), ["dog", "alive", "both true and unsure"]),
+    (lambda d: find(d, "dog").update(facts=["never forgets"]), ["dog", "never forgets", "positive"]),
+    (lambda d: find(d, "dog").update(facts=["sometimes bites"]), ["dog", "sometimes"]),
+    (lambda d: find(d, "dog").update(facts=["Barks"]), ["dog", "Barks", "lowercase"]),
+    (lambda d: find(d, "dog").update(facts=["barks", "barks"]), ["dog", "twice"]),
     (lambda d: find(d, "dog").update(unsure=["is_animals"]), ["dog", "is_animals", "both true and unsure"]),
     (lambda d: find(d, "dog").update(unsure=["is_purple"]), ["dog", "is_purple"]),
     (lambda d: find(d, "dog").update(size_m=[2.0, 1.0]), ["dog", "size_m"]),

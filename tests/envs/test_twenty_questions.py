@@ -185,9 +185,11 @@ def test_everyday_questions_follow_the_knowledge_base_for_every_object(oracle, q
     "Does it have a long history in Europe?", "Does it look like a spaceship?", "Is it bigger than a zorblat?",
 ])
 def test_questions_about_what_the_knowledge_base_does_not_hold_are_not_answered_no(oracle, question):
-    """The first oracle answered a confident "No." to anything it did not cover (issue 19); it must now say so."""
-    for obj in KB.objects:
-        assert oracle.answer(obj.name, question).text == UNKNOWN, (question, obj.name)
+    """The first oracle answered a confident "No." to anything it did not cover (issue 19); it must now say so
+    (or "Yes." where the object's everyday facts hold it: a shark "has gills")."""
+    replies = {obj.name: oracle.answer(obj.name, question).text for obj in KB.objects}
+    assert NO not in replies.values(), question
+    assert sum(text == UNKNOWN for text in replies.values()) >= len(KB.objects) - 2, replies
 
 
 def test_counts_alternatives_and_combinations(oracle):
@@ -240,4 +242,22 @@ def test_what_you_do_with_it_and_what_it_does_are_told_apart(oracle):
     ("stapler", "Does it hold staples?", YES), ("cup", "Does it hold staples?", NO),
 ])
 def test_compound_words_origin_taste_chatter_and_restating_clauses(oracle, name, question, want):
+    assert oracle.answer(name, question).text == want
+
+
+@pytest.mark.parametrize("name, question, want", [
+    # an object's everyday facts answer yes, word for word and in order; a fact it lacks is not a no
+    ("alarm clock", "Does it wake you up?", YES), ("dog", "Does it wake you up?", UNKNOWN),
+    ("carrot", "Do rabbits eat it?", YES), ("carrot", "Does it eat rabbits?", NO),  # carrots eat nothing (eats_plants)
+    ("lion", "Does it eat rabbits?", YES),  # eats meat (a rule), not a fact
+    ("alarm clock", "Is it kept under the bed?", UNKNOWN), ("spatula", "Do you flip pancakes with it?", YES),
+    ("spoon", "Do you flip pancakes with it?", UNKNOWN), ("ocean", "Do sharks live in it?", YES),
+    ("river", "Do sharks live in it?", UNKNOWN), ("sweater", "Would you wear it in winter?", YES),
+    # negations, alternatives and quantifiers are never read from facts; alternatives in a fact need all their words
+    ("dog", "Does it not fetch?", UNKNOWN), ("couch", "Can several people sit on it?", YES),
+    ("chair", "Can several people sit on it?", UNKNOWN), ("elephant", "Does it forget?", UNKNOWN),
+    # an opposite is never a match ("sink" is not "floats")
+    ("rock", "Does it sink?", UNKNOWN), ("balloon", "Does it float?", YES),
+])
+def test_everyday_facts_say_yes_and_never_no(oracle, name, question, want):
     assert oracle.answer(name, question).text == want
