@@ -194,7 +194,7 @@ def yes_no_value(city: City, parse: CityParse, question: str, nicknames: dict[st
         "equator": lambda: (True if abs(city.lat) < 12 else False if abs(city.lat) > 25 else None, ""),
         "population": lambda: (_population(city, value), f"About {city.population_millions:.1f} million people "
                                                          f"live in the city itself."),
-        "language": lambda: (value in city.languages, ""),
+        "language": lambda: (_speaks(city, value), ""),
         "religion": lambda: (value in city.religion, ""),
         "currency": lambda: (set(normalize(value).split()) <= set(normalize(city.currency).split()),
                              f"The currency is the {city.currency}."),
@@ -227,8 +227,9 @@ def yes_no_value(city: City, parse: CityParse, question: str, nicknames: dict[st
         "hot_all_year": lambda: (True if city.climate == "tropical" else
                                  False if city.climate in ("temperate", "continental", "highland") or city.snow else None,
                                  city.climate_note),
-        "rainy": lambda: (True if city.climate == "tropical" or re.search(r"\b(?:rainy|wet)\b", city.climate_note.lower())
-                          else False if city.climate == "arid" else None, city.climate_note),
+        "rainy": lambda: (False if city.climate == "arid" else True if city.climate == "tropical"  # a desert's short
+                          or re.search(r"\b(?:rainy|wet)\b", city.climate_note.lower()) else None,  # rainy season is no
+                          city.climate_note),
         "dry": lambda: (True if city.climate == "arid" else False if city.climate == "tropical" else None,
                         city.climate_note),
         "desert": lambda: (city.climate == "arid", city.climate_note),
@@ -257,6 +258,16 @@ def yes_no_value(city: City, parse: CityParse, question: str, nicknames: dict[st
         detail = open_answer(city, base, question) if base in _DEFAULT_OPEN and base != "name" else ""
         return None, re.sub(r"^(?:Yes|No)[,.][^.]*\.\s*", "", detail)  # what is known, without a yes or a no
     return None, open_answer(city, topic, question) if topic in _DEFAULT_OPEN and topic != "name" else ""
+
+
+# "Chinese" is any of the Chinese languages the knowledge base names, and each of them is Chinese.
+_CHINESE = frozenset({"chinese", "mandarin", "cantonese", "shanghainese"})
+
+
+def _speaks(city: City, language: str) -> bool:
+    spoken = set(city.languages)
+    return language in spoken or (language in _CHINESE and bool(spoken & _CHINESE)
+                                  and (language == "chinese" or "chinese" in spoken))
 
 
 def _near_sea(city: City, sea: str) -> bool | None:

@@ -112,8 +112,9 @@ def _country_adjective(kb: CityKB, text: str, norm: str, topic: str) -> CityPars
         return None
     found = kb.mentioned_adjectives(text)
     languages = {normalize(lang) for city in kb.cities for lang in city.languages}
-    if found and not any(f" {lang} " in norm for lang in languages):  # "English" is also a language
-        return _parse("country", found[0])
+    predicate = re.fullmatch(r" (?:is|are) (?:it|your city|the city|this city|you) (?:an? )?[a-z ]+ ", norm)
+    if found and (predicate or not any(f" {lang} " in norm for lang in languages)):  # "English" is also a language,
+        return _parse("country", found[0])  # but not in "Is your city Chinese?"
     return None
 
 

@@ -83,9 +83,26 @@ _OR_NOT = re.compile(r"\bor not\b")
 _CONTRAST = re.compile(r",\s*(?:and\s+|but\s+)?not\b.*$")
 _LIST_SEPARATORS = re.compile(r"[,;/?!]|\bor\b|\band\b")
 # "Do you/people ... ?" asks what people do; it cannot be about a part, a behaviour, a sound or life.
-_PEOPLE_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:do|does|did|can|could|would|will|should)\s+(?:you|people|we|i|someone|"
+_PEOPLE_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:do|does|did|can|could|would|will|should|have|has|had)\s+(?:you|people|we|i|"
+                             r"someone|"
                              r"somebody|anyone|kids|children|humans|adults|players)\b")
 _NOT_PEOPLE_FAMILIES = frozenset({"behaviour", "sound", "life"})
+# A class is asked as what it is ("Is it a ball?", "a kind of fruit"), not as what you do ("Do you catch a ball with it?");
+# a part as what it has ("Does it have a roof?"), not where it goes ("Can it land on a roof?").
+_IS_FORM = re.compile(r"^(?:\w+\s+)??(?:is|are|was|were|could it be|would it be|can it be|might it be)\b|"
+                      r"\b(?:kind|type|sort|form) of\b|\bcount as\b|\bconsider|\bas an?\b")
+_HAVE_FORM = re.compile(r"\b(?:have|has|had|having|with|got|there|contain|contains|come with|comes with|its|their|"
+                        r"covered|equipped|need|needs|powered by|on it|on them|in it)\b|"
+                        r"\b(?:up|stand|stands|standing|walk|walks|run|runs|move|moves|rest|rests) on\b")
+# A word after an article, ending the phrase, is a noun: "come on a roll" does not ask whether it rolls ("a living
+# thing" has an adjective there).
+_AFTER_ARTICLE = re.compile(r"\b(?:a|an|the|some|any|my|your|its)\s+(\w+)(?=\s*(?:$|[?.!,]|\s+(?:of|on|in|at|for|with|"
+                            r"from|to|and|or)\b))")
+_VERB_FAMILIES = frozenset({"behaviour", "sound", "life"})
+_ARTICLE_NOUN = re.compile(r"(?<!from )(?<!of )\b(?:a|an|the|some|any)\s+(\w+)")  # "from a plant" is a class
+# What people have done ("Have people walked on it?", "Have you ever eaten one?"): history or the asker's experience.
+_EXPERIENCE = re.compile(r"^(?:\w+\s+)??(?:have|has)\s+(?:you|people|we|i|they|anyone|someone|somebody|humans|"
+                         r"astronauts|scientists)\s+(?!got\b)")
 # A match into these families must share a word with the question ("Is it wheat?" is not "Is it a grain?").
 _NAMED_FAMILIES = frozenset({"class", "category"})
 _SHARED_MARGIN = 0.1
@@ -188,9 +205,12 @@ class TwentyQuestionsOracle:
         self._encoder = encoder
         category_nouns = {noun: category_attribute(c) for c, nouns in _CATEGORY_NOUNS.items() for noun in nouns}
         category_nouns.update({normalize(c): category_attribute(c) for c in self.kb.categories})
-        self.rules = PropertyRules(self.kb, category_nouns)
-        self.facts = Facts(self.kb, GENERIC_WORDS)
         self._examples = self._build_examples(phrasings)
+        # the prepositions an attribute's own wordings use it with ("Do you fry food in it?")
+        prepositions = {a.id: set(re.findall(r"\b(in|on)\s+(?:it|them)\b", " ".join([a.question, *self._examples.get(a.id, [])])
+                                             .lower())) for a in self.kb.attributes}
+        self.rules = PropertyRules(self.kb, category_nouns, prepositions)
+        self.facts = Facts(self.kb, GENERIC_WORDS)
         self._intent_words = self._build_intent_words()
         self._property_words = self._build_property_words()
         self._vocabulary = set().union(*self._intent_words.values(), self._property_words, GENERIC_WORDS)
@@ -289,7 +309,7 @@ class TwentyQuestionsOracle:
         if pair is not None:
             return pair
         fitting = [(intent, score) for intent, score in ranked
-                   if score >= self.threshold and self._fits(intent, words, families, people)]
+                   if score >= self.threshold and self._fits(intent, words, families, people, text)]
         shared = [(i, s) for i, s in fitting if words & self._intent_words[i] and not unknown_words]
         close = [(i, s) for i, s in fitting if s >= self.paraphrase_threshold
                  and (words & self._intent_words[i] or self.kb.attribute(i).family not in _NAMED_FAMILIES)]
@@ -305,7 +325,7 @@ class TwentyQuestionsOracle:
         for side in text.partition(" or ")[::2]:
             words = _meaningful_words(side)
             for intent, score in ranked:
-                if score >= self.threshold and words and self._fits(intent, words, families, people) \
+                if score >= self.threshold and words and self._fits(intent, words, families, people, text) \
                         and words <= self._intent_words[intent]:
                     terms.append(Term(intent))
                     break
@@ -315,8 +335,8 @@ class TwentyQuestionsOracle:
         attribute = self.kb.attribute(intent)
         return any(_ORIGIN_WORDS.search(t) for t in (attribute.question, *(p for _, ps in attribute.verbs for p in ps)))
 
-    def _fits(self, intent: str, words: set[str], families: tuple[str, ...], people) -> bool:
-        """Whether an attribute may answer a question with these meaningful words."""
+    def _fits(self, intent: str, words: set[str], families: tuple[str, ...], people, text: str = "") -> bool:
+        """Whether an attribute may answer a question (`text`, cleaned) with these meaningful words."""
         attribute = self.kb.attribute(intent)
         own = self._intent_words[intent]
         if intent in _RULE_ONLY or (families and attribute.family not in families):
@@ -327,8 +347,19 @@ class TwentyQuestionsOracle:
             return False  # it names another property or object ("feathers" is not fur)
         if any(_OPPOSITES.get(w) in own for w in words - own):
             return False  # it names the opposite ("wake" is not "sleep")
-        if attribute.family == "part":  # a part is asked by its noun, and not with a verb of doing
-            return bool(words & {stem(w) for n in attribute.nouns for w in tokens(n)}) and not words & _ACTION_VERBS
+        shared = words & own
+        if text and attribute.family in _NAMED_FAMILIES and shared and not _IS_FORM.search(text) \
+                and shared <= {stem(w) for w in _ARTICLE_NOUN.findall(text)}:
+            return False  # "Do you catch a ball with it?" is not "Is it a ball?"
+        if text and shared and attribute.family in _VERB_FAMILIES \
+                and shared <= {stem(w) for w in _AFTER_ARTICLE.findall(text)}:
+            return False  # "Does it come on a roll?": the shared word is a noun there, not what it does
+        if attribute.family == "part":  # a part is asked by its noun, as something it has, not with a verb of doing
+            nouns = {stem(w) for n in attribute.nouns for w in tokens(n)}
+            said = words & nouns or {w for w in words if any(w.startswith(n) for n in nouns)}  # "furry": fur
+            as_noun = said and said <= {stem(w) for w in _ARTICLE_NOUN.findall(text)}
+            return bool(said) and not words & _ACTION_VERBS \
+                and (not text or bool(_HAVE_FORM.search(text)) or (bool(_IS_FORM.search(text)) and not as_noun))
         return True
 
     def parse(self, question: str) -> Parse:
@@ -348,7 +379,7 @@ class TwentyQuestionsOracle:
         if obj is not None:  # "Is it orange?": the colour, and a win if the orange is the secret
             colour = self.rules.parse(text, remainder)
             return Parse("attribute", colour.target, terms=colour.terms, guess=obj.name)
-        if _WH_START.search(text):
+        if _WH_START.search(text) or _EXPERIENCE.search(text):
             return UNKNOWN_PARSE
         parse = self.rules.parse(text, strip_frame(text, keep_commas=True))
         if parse is not None:

@@ -21,8 +21,9 @@ from lmrl.envs.words import stem, tokens
 
 _YES_NO = re.compile(r"^(?:is|are|does|do|did|can|could|would|will|has|have|was|were|should|might|may)\b")
 _NOT_DECIDED = re.compile(r"\b(?:not|never|no|nor|neither|either|or|than|only|just|always|every|each|all|exactly|"
-                          r"most|more|less|fewer|without|instead|except|too|enough|like|likes|love|loves|enjoy|enjoys|"
-                          r"hate|hates|prefer|prefers|favou?rite)\b|n't\b")
+                          r"most|more|less|fewer|without|instead|except|too|enough)\b|n't\b|"
+                          r"\b(?:like|likes|love|loves|enjoy|enjoys|hate|hates|prefer|prefers)\s+(?:it|them|this|that|to|"
+                          r"\w+ing)\b|\bfavou?rite\b")
 # Words that place a thing: generic for the matcher, but "under the bed" is not "next to the bed".
 _PLACING = frozenset(stem(w) for w in "under over above below behind beside near next inside outside around".split())
 # Past forms a stemmer does not map to the present ("worn" is "wear").

@@ -40,6 +40,13 @@ _ANY_THING = frozenset("thing things stuff something anything everything objects
 _REST_CONDITION = re.compile(r"\s*(?:,|\b(?:when|whenever|if|while|because|before|after|once|like|at once)\b).*$")
 _FILLER_REST = re.compile(r"\b(?:at all|ever|often|usually|normally|much|a lot|really)\b")
 _CONDITION = re.compile(r"\s*(?:,|\b(?:when|whenever|if|while|because|without|before|after|once|like|at once)\b).*$")
+# Uses done "on" a device as with a tool ("play music on it"); other "with" verbs "on"/"in" it mean a surface or a
+# vessel ("chop vegetables on it"), unless the attribute's own wordings use them so ("fry food in it").
+_ON_DEVICE = frozenset(stem(w) for w in "play listen watch call phone text type record hear".split())
+# What "shaped like / looks like a <noun>" says when the noun is a plain shape.
+_SHAPE_NOUNS = {**dict.fromkeys(("ball", "circle", "sphere", "globe", "orb", "disc", "disk", "ring", "wheel"), "round"),
+                **dict.fromkeys(("tube", "cylinder", "pipe", "can", "log"), "cylindrical"),
+                **dict.fromkeys(("rectangle", "brick", "door"), "rectangular"), "square": "square", "pancake": "flat"}
 _ADVERBS = frozenset("usually mostly mainly mostly typically normally generally often always all entirely partly "
                      "completely really very quite pretty totally".split())
 _PEOPLE = r"(?:you|people|we|i|they|someone|somebody|anyone|one person|one|kids|children|a person|humans|adults|players|musicians|most people|u)"
@@ -89,8 +96,11 @@ def _key(phrase: str) -> tuple[str, ...]:
 class PropertyRules:
     """Rule readings of property questions against one knowledge base (see the module docstring)."""
 
-    def __init__(self, kb: KnowledgeBase, category_nouns: dict[str, str]):
+    def __init__(self, kb: KnowledgeBase, category_nouns: dict[str, str],
+                 prepositions: dict[str, set[str]] | None = None):
+        """`prepositions`: per attribute, "in"/"on" if its wordings use a "with" verb so ("fry food in it")."""
         self.kb = kb
+        self.prepositions = prepositions or {}
         self.nouns: dict[str, dict[tuple[str, ...], str]] = {}
         for a in kb.attributes:
             for noun in a.nouns:
@@ -115,7 +125,12 @@ class PropertyRules:
 
     def parse(self, text: str, remainder: str) -> Parse | None:
         """`text`: the cleaned question; `remainder`: it without frame words.  None: no rule applies."""
-        looks = re.search(r"\b(?:looks?\s+like|resembles?)\s+(?P<x>.+?)\W*$", text)
+        looks = re.search(r"\b(?:looks?\s+like|resembles?|shaped\s+like|in\s+the\s+shape\s+of)\s+(?P<x>.+?)\W*$", text)
+        nouns = looks and [re.sub(r"^(?:(?:a|an|the|little|small|big|large|tiny|giant|huge)\s+)*", "", x.strip())
+                           for x in re.split(r"\bor\b|,", looks.group("x"))]
+        shape = nouns and [_SHAPE_NOUNS.get(x) or self.lookup("shape", x) for x in nouns]
+        if shape and all(shape) and len(set(shape)) == 1 and shape[0] in self.kb.attribute_ids:
+            return attribute_parse([Term(shape[0])])  # "shaped like a ball or a circle": round
         if looks:  # what it looks like is not in the knowledge base, but for a person's shape
             person = re.fullmatch(r"(?:a |an |the )?(?:person|human|human being|man|woman|people|real person)", looks.group("x"))
             return attribute_parse([Term("looks_like_person")]) if person and "looks_like_person" in self.kb.attribute_ids \
@@ -385,10 +400,12 @@ class PropertyRules:
             return UNKNOWN_PARSE  # "do people wear it outside?": a qualifier the knowledge base does not hold
         found = re.match(r"^(?P<verb>.+?)\s+(?P<prep>with|in|on|into|at|from|off|under|inside|onto|to)$", vp)
         if found and not rest:
-            if found.group("prep") in ("with", "in", "on", "into"):
-                parse = self._with_verb(found.group("verb"))
-                if parse is not None:
-                    return parse
+            prep, parse = found.group("prep"), self._with_verb(found.group("verb"))
+            if parse is not None and (prep in ("with", "into") or prep in self.prepositions.get(parse.target, ())
+                                      or (prep == "on" and stem(found.group("verb").split()[0]) in _ON_DEVICE)):
+                return parse  # "fry food in it", "play music on it": done with it
+            if parse is not None or prep == "with":
+                return UNKNOWN_PARSE  # "chop vegetables on it" (a surface, not a tool), "catch a ball with it"
             if stem(found.group("verb").split()[0]) in self.words:
                 return UNKNOWN_PARSE  # a known verb used another way ("eat at it")
         return None

@@ -143,6 +143,11 @@ def kind(text: str) -> str:
     ("houston", "Is it in Texas?", "yes"), ("chicago", "Is it in Texas?", "no"), ("washington", "Is it in Texas?", "no"),
     ("san francisco", "Is it a Californian city?", "yes"), ("perth", "Is it in Western Australia?", "yes"),
     ("sydney", "Is it in Western Australia?", "no"), ("barcelona", "Is it in Catalonia?", "yes"),
+    # a desert's short rainy season is not a lot of rain; "Chinese" as a predicate is the country, as spoken the
+    # languages
+    ("khartoum", "Does it get a lot of rain?", "no"), ("shenzhen", "Is your city Chinese?", "yes"),
+    ("tokyo", "Is your city Chinese?", "no"), ("beijing", "Is Chinese spoken there?", "yes"),
+    ("new york city", "Is English common there?", "yes"),
 ])
 def test_yes_no_questions_about_stored_facts(oracle, city, question, want):
     reply = oracle.answer(city, question)

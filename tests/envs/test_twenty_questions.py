@@ -258,6 +258,18 @@ def test_compound_words_origin_taste_chatter_and_restating_clauses(oracle, name,
     ("chair", "Can several people sit on it?", UNKNOWN), ("elephant", "Does it forget?", UNKNOWN),
     # an opposite is never a match ("sink" is not "floats")
     ("rock", "Does it sink?", UNKNOWN), ("balloon", "Does it float?", YES),
+    # a noun is not the class or the behaviour it names; a part is what it has, not where it goes
+    ("baseball glove", "Do you catch a ball with it?", UNKNOWN), ("tape", "Does it come on a roll?", YES),
+    ("bowling ball", "Does it roll?", YES), ("helicopter", "Can it land on a roof?", UNKNOWN),
+    ("car", "Does it have a roof?", YES), ("dog", "Is it furry?", YES), ("wardrobe", "Can you open a door on it?", YES),
+    ("dog", "Do people keep it as a pet?", YES), ("banana", "Does it come from a plant?", YES),
+    # "on"/"in" it is a surface or a vessel, not a tool, except for what a device does
+    ("cutting board", "Do you chop vegetables on it?", YES), ("cutting board", "Can you cook food in it?", UNKNOWN),
+    ("notebook", "Do you write on it?", YES), ("lamp", "Can you play music on it?", NO),
+    ("radio", "Can you listen to music on it?", YES),
+    # shapes by a plain shape noun; history and the asker's experience are not stored
+    ("orange", "Is it shaped like a ball or a circle?", YES), ("banana", "Is it shaped like a ball?", NO),
+    ("apple", "Have you ever eaten one?", UNKNOWN), ("moon", "Have people walked on it?", YES),
 ])
 def test_everyday_facts_say_yes_and_never_no(oracle, name, question, want):
     assert oracle.answer(name, question).text == want
