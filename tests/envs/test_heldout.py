@@ -63,8 +63,8 @@ def test_car_dealer_parser_heldout_accuracy():
 # Everyday yes/no sets (issue 19): the issue's target is 95% right; where a set is below it, its floor is
 # the accuracy it was measured at, so a change can only hold or raise it (README.md there has the history).
 EVERYDAY_FLOORS = {
-    "twenty_questions_everyday": 0.93, "twenty_questions_everyday_v2": 0.87,
-    "guess_my_city_everyday": ACCURACY, "guess_my_city_everyday_v2": 0.94,
+    "twenty_questions_everyday": ACCURACY, "twenty_questions_everyday_v2": ACCURACY, "twenty_questions_everyday_v3": 0.85,
+    "guess_my_city_everyday": ACCURACY, "guess_my_city_everyday_v2": 0.94, "guess_my_city_everyday_v3": ACCURACY,
 }
 
 
