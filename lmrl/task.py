@@ -50,13 +50,20 @@ def recipe_key(recipe) -> str:
 
 
 def generator_sources(module) -> list[Path]:
-    """The generator's own file, the task-code modules it imports, and the envs' data files."""
+    """The generator's own file, the task-code modules it uses directly or through other task-code
+    modules (the oracle's parser and rules behind the env), and the envs' data files."""
     ours = ("lmrl.envs", "data_gen")
     files = {Path(inspect.getfile(module))}
-    for value in vars(module).values():
-        source = inspect.getmodule(value)
-        if source is not None and source.__name__.startswith(ours) and getattr(source, "__file__", None):
+    todo, seen = [module], {module.__name__}
+    while todo:
+        for value in vars(todo.pop()).values():
+            source = value if inspect.ismodule(value) else inspect.getmodule(value)
+            if source is None or not source.__name__.startswith(ours) or not getattr(source, "__file__", None):
+                continue
             files.add(Path(source.__file__))
+            if source.__name__ not in seen:
+                seen.add(source.__name__)
+                todo.append(source)
     data_dir = Path(inspect.getfile(importlib.import_module("lmrl.envs"))).parent / "data"
     files.update(data_dir.glob("*.txt"))
     files.update(data_dir.glob("*.json"))

@@ -17,3 +17,11 @@ def test_key_covers_the_env_module_and_word_list():
     files = {p.name for p in generator_sources(importlib.import_module("data_gen.wordle"))}
     assert {"wordle.py", "base.py", "wordle_words.txt"} <= files
     assert len([f for f in generator_sources(importlib.import_module("data_gen.wordle")) if f.name == "wordle.py"]) == 2
+
+
+def test_key_covers_the_modules_behind_the_env():
+    # the 20 Questions generator imports the env; the oracle's rules, facts and knowledge base loader sit behind it
+    files = {p.name for p in generator_sources(importlib.import_module("data_gen.twenty_questions"))}
+    assert {"twenty_questions_rules.py", "twenty_questions_facts.py", "knowledge.py", "words.py"} <= files
+    files = {p.name for p in generator_sources(importlib.import_module("data_gen.guess_city"))}
+    assert {"guess_city_questions.py", "cities.py", "words.py"} <= files
