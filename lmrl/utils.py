@@ -51,5 +51,5 @@ def summary_line(m: dict) -> str:
     if "critic/fitted" in m:
         probe = f" probe={m['critic/probe_agreement']:.2f}" if "critic/probe_agreement" in m else ""
         verdict = "fitted" if m["critic/fitted"] else "DID NOT FIT"
-        line += f" critic={verdict} (spearman={m['critic/spearman']:.2f}{probe})"
+        line += f" critic={verdict} (spearman={m['critic/spearman_states']:.2f}{probe})"
     return line

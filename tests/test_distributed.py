@@ -5,9 +5,10 @@ Every run trains the tiny GPT-2 on maze_fo for a few steps (a loss logged at eve
 one episode.  Tolerances, measured on this machine:
 - one process, DeepSpeed vs plain torch: the same math in a different order; losses agree to 1e-4
   relative (observed: ~1e-7);
-- two processes vs one: each process computes the mean loss of its half of the global batch and the
-  gradients are averaged, which weights tokens slightly differently from the mean over the whole
-  batch.  Step 0 (identical weights) agrees to 1e-3 relative; later steps to 1e-2.
+- two processes vs one: each process divides its half's loss by the whole batch's (weighted) token
+  count / 2 (`lmrl.algos.bc.loss_norm`), so the averaged gradients are the whole batch's; the same
+  math in another order, 1e-4 relative (ILQL, whose targets feed back its own values, 1e-4 for five
+  steps and 1e-2 after; a per-half mean, as before, agreed to 1e-3 then 1e-2).
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def test_deepspeed_one_process_matches_plain_torch(runs, algo, hardware):
 @pytest.mark.parametrize("algo, hardware", PAIRS)
 def test_two_processes_match_one(runs, algo, hardware):
     two, one = runs(algo, hardware, 2), runs(algo, "cpu", 1)
-    assert two[0] == pytest.approx(one[0], rel=1e-3)
-    assert two == pytest.approx(one, rel=1e-2)
+    assert two[:5] == pytest.approx(one[:5], rel=1e-4)
+    # ILQL bootstraps from its own values: the reordered sums' last bits grow (3e-3 by step 5, measured)
+    assert two == pytest.approx(one, rel=1e-4 if algo == "bc" else 1e-2)
 
 
 def test_ddp_two_processes_match_zero2(runs):

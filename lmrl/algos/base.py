@@ -58,6 +58,12 @@ class OptimFields:
     # tokens per batch counting padding; null = `batch_size` sequences).  What keeps a GPU busy: tens of
     # thousands of tokens per step.
     batch_tokens: int | None = None
+    # Merge identical training sequences into one weighted by its count (same gradients, far fewer
+    # sequences where a windowed task repeats states; an epoch is then a pass over the distinct ones).
+    dedup: bool = True
+    # ... and give every state (a windowed sequence's window) the same total weight, its actions keeping
+    # their frequencies within it (the same per-state targets; rare states are no longer learnt last).
+    balance_states: bool = False
     lr: float = 1e-3
     warmup_steps: int = 20
     weight_decay: float = 0.0
@@ -80,6 +86,8 @@ class OptimFields:
             problems.append(f"epochs must be > 0 or null (got {self.epochs})")
         if self.eval_every < 0 or self.curve_points < 0 or self.curve_episodes_per_start < 1:
             problems.append("eval_every and curve_points must be >= 0, curve_episodes_per_start >= 1")
+        if self.balance_states and not self.dedup:
+            problems.append("balance_states needs dedup=true")
         if self.batch_tokens is not None and self.batch_tokens < 1:
             problems.append(f"batch_tokens must be >= 1 or null (got {self.batch_tokens})")
         if not self.lr > 0:

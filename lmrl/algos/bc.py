@@ -37,15 +37,19 @@ from lmrl.scoring import summarize
 log = logging.getLogger(__name__)
 
 
-def bc_loss(logits: torch.Tensor, input_ids: torch.Tensor, action_mask: torch.Tensor, attention_mask: torch.Tensor):
-    """Mean next-token NLL over agent tokens.  logits [B,T,V]; ids/masks [B,T].
+def bc_loss(logits: torch.Tensor, input_ids: torch.Tensor, action_mask: torch.Tensor, attention_mask: torch.Tensor,
+            seq_weights: torch.Tensor | None = None, norm: float | None = None):
+    """Mean next-token NLL over agent tokens.  logits [B,T,V]; ids/masks [B,T]; seq_weights [B] each
+    sequence's multiplicity (merged duplicates; None = 1); norm replaces the denominator (`loss_norm`).
 
     Position t predicts token t+1, so targets and weights are the `[:, 1:]` side.
     """
     targets = input_ids[:, 1:]
     weights = (action_mask[:, 1:].bool() & attention_mask[:, 1:].bool()).float()  # [B, T-1]
+    if seq_weights is not None:
+        weights = weights * seq_weights[:, None].float()
     nll = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets.flatten(), reduction="none")
-    return (nll.view_as(targets) * weights).sum() / weights.sum().clamp(min=1.0)
+    return (nll.view_as(targets) * weights).sum() / (weights.sum().clamp(min=1e-12) if norm is None else norm)
 
 
 @dataclass
@@ -109,9 +113,9 @@ class BCTrainer:
         encode = SegmentEncoder(self.tokenizer)
         seqs = PackedSequences.build(
             (s for ep in self.select() for s in episode_to_sequences(ep, encode, self.task.history_window, self.max_length)),
-            keep=has_decision)
-        log.info("%s: %d training sequences, %d tokens (%.0f MB packed)", self.cfg.name, len(seqs), seqs.num_tokens,
-                 seqs.nbytes / 2**20)
+            keep=has_decision, dedup=self.cfg.dedup,
+            balance_states=self.cfg.balance_states)
+        log_sequences(self.cfg.name, seqs)
         return seqs
 
     def batches(self, seqs: Sequence[TokenSequence], start: int = 0, salt: int = 0):
@@ -127,7 +131,10 @@ class BCTrainer:
             plan = self.epoch_plan(seqs, epoch, salt)
         while True:
             for chunk in plan[start:]:
-                yield self.collate([seqs[j] for j in (chunk[r::world] if world > 1 else chunk)])
+                batch = self.collate([seqs[j] for j in (chunk[r::world] if world > 1 else chunk)])
+                if isinstance(seqs[chunk[0]], TokenSequence):  # token sequences: the global batch's mean
+                    batch["norm"] = loss_norm([seqs[j] for j in chunk], world)
+                yield batch
             start, epoch = 0, epoch + 1
             plan = self.epoch_plan(seqs, epoch, salt)
 
@@ -157,7 +164,8 @@ class BCTrainer:
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-        return bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"]), {}
+        return bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"],
+                       batch["weights"], batch.get("norm")), {}
 
     def after_step(self) -> None:
         """Hook after each completed optimizer step (ILQL updates its target here)."""
@@ -282,6 +290,19 @@ def token_batches(order: list[int], lengths: np.ndarray, budget: int, g: torch.G
         if current:
             batches.append(current)
     return [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
+
+
+def loss_norm(batch: Sequence[TokenSequence], world: int) -> float:
+    """The denominator of a process's loss: the whole (global) batch's weighted decision count / world.
+    Each process's mean over its share, averaged by DDP / ZeRO, then equals the whole batch's mean
+    exactly (a per-process denominator would weight the shares' tokens differently); in one process it
+    is the batch's own count, as a plain mean.  Counted on the host: no communication."""
+    return sum(s.weight * int(s.action_mask[1:].sum()) for s in batch) / world
+
+
+def log_sequences(name: str, seqs: PackedSequences) -> None:
+    log.info("%s: %d training sequences (%d distinct), %d tokens (%.0f MB packed)", name, int(seqs.total_weight),
+             len(seqs), seqs.num_tokens, seqs.nbytes / 2**20)
 
 
 def append_csv(path: Path, row: dict) -> None:

@@ -7,12 +7,15 @@ MC / ILQL run therefore measures, on episodes it never trained on (`Task.heldout
   target r + γ·V(s') for ILQL, the realized discounted return for MC;
 - `critic/spearman`: the rank correlation between the critic's value of each turn's state (V,
   or Q of the taken token without a V head) and the discounted return that actually followed;
+  `critic/spearman_states` the same over distinct states, each with its mean return — where states
+  repeat (the maze's 25 cells), a single return mostly says which behaviour the episode came from
+  (75% of the maze data's episodes sit in dead ends whatever the cell), its mean what the state is worth;
 - `critic/value_bias`: mean(value - return) over those states (overestimation shows here);
 - a task probe where the task has one (`critic_probe` in its config): on the maze, the share of
   start cells whose best move by the critic's advantage is a BFS-optimal move, and the value one
   move from the goal (0 in truth).
 
-`fitted` summarizes them: ρ >= `MIN_SPEARMAN` and, with a probe, its agreement >= `MIN_PROBE`.
+`fitted` summarizes them: the per-state ρ >= `MIN_SPEARMAN` and, with a probe, its agreement >= `MIN_PROBE`.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def heldout_values(value, tokenizer, episodes: Sequence[Episode], window: int | 
     encode, device = SegmentEncoder(tokenizer), device_of(value)
     seqs = [s for ep in episodes for s in episode_to_chain(ep, encode, window, model_max_length(value), gamma)
             if has_decision(s)]
-    out: dict[str, list] = {"value": [], "q": [], "target": [], "ret": [], "first": []}
+    out: dict[str, list] = {"value": [], "q": [], "target": [], "ret": [], "first": [], "state": []}
     for i in range(0, len(seqs), batch_size):
         batch = move(collate(seqs[i : i + batch_size], tokenizer.pad_token_id), device)
         res = value(batch["input_ids"], batch["attention_mask"])
@@ -66,6 +69,8 @@ def heldout_values(value, tokenizer, episodes: Sequence[Episode], window: int | 
         first[:, 1:] &= ~decide[:, :-1]  # a turn's first decision: the text-level state
         for key, x in (("value", estimate), ("q", q), ("target", target), ("ret", ret), ("first", first)):
             out[key].append(x[decide].cpu())
+        ids = batch["input_ids"].cpu()
+        out["state"].append(torch.tensor([hash(tuple(ids[b, : t + 1].tolist())) for b, t in decide.nonzero().tolist()]))
     return {k: torch.cat(v) for k, v in out.items()}
 
 
@@ -84,9 +89,13 @@ def critic_health(value, tokenizer, task, episodes: Sequence[Episode], gamma: fl
     value.eval()
     h = heldout_values(value, tokenizer, episodes, task.history_window, gamma)
     states = h["first"]
-    rho = pd.Series(h["value"][states].numpy()).corr(pd.Series(h["ret"][states].numpy()), method="spearman")
+    turns = pd.DataFrame({"value": h["value"][states].numpy(), "ret": h["ret"][states].numpy(),
+                          "state": h["state"][states].numpy()})
+    by_state = turns.groupby("state")[["value", "ret"]].mean()
     out = {"critic/q_rmse": float((h["q"] - h["target"]).pow(2).mean().sqrt()),
-           "critic/spearman": 0.0 if math.isnan(rho) else float(rho),
+           "critic/spearman": spearman(turns["value"], turns["ret"]),
+           "critic/spearman_states": spearman(by_state["value"], by_state["ret"]),
+           "critic/distinct_states": len(by_state),
            "critic/value_bias": float((h["value"][states] - h["ret"][states]).mean()),
            "critic/states": int(states.sum())}
     probe = task.cfg.get("critic_probe")
@@ -96,9 +105,14 @@ def critic_health(value, tokenizer, task, episodes: Sequence[Episode], gamma: fl
         out.update(get_method(probe)(value, tokenizer, task))
     value.train(was_training)
     agreement = out.get("critic/probe_agreement")
-    out["critic/fitted"] = float(out["critic/spearman"] >= MIN_SPEARMAN
+    out["critic/fitted"] = float(out["critic/spearman_states"] >= MIN_SPEARMAN
                                  and (agreement is None or agreement >= MIN_PROBE))
     return out
+
+
+def spearman(a: pd.Series, b: pd.Series) -> float:
+    rho = a.corr(b, method="spearman") if len(a) > 1 else float("nan")
+    return 0.0 if math.isnan(rho) else float(rho)
 
 
 @torch.no_grad()

@@ -218,7 +218,8 @@ class PPOTrainer(OnlineTrainer):
         if self.offline is not None:
             bc_batch = next(self.offline)
             bc_out = self.engine.forward(input_ids=bc_batch["input_ids"], attention_mask=bc_batch["attention_mask"])
-            bc = bc_loss(bc_out.logits, bc_batch["input_ids"], bc_batch["action_mask"], bc_batch["attention_mask"])
+            bc = bc_loss(bc_out.logits, bc_batch["input_ids"], bc_batch["action_mask"], bc_batch["attention_mask"],
+                         bc_batch["weights"])
             loss = loss + self.cfg.bc_weight * bc
             logs["bc_loss"] = bc.item()
         return loss, logs

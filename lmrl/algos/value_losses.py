@@ -16,9 +16,15 @@ from torch import Tensor
 from lmrl.data.tokenize import NO_NEXT
 
 
-def _masked_mean(x: Tensor, decide: Tensor) -> Tensor:
-    """Σ_{decisions} x / n.  Indexing (not multiplying by a mask) keeps padding garbage out of the graph."""
-    return x[decide].float().sum() / decide.sum().clamp(min=1)
+def _masked_mean(x: Tensor, decide: Tensor, weights: Tensor | None = None, norm: float | None = None) -> Tensor:
+    """Σ_{decisions} w·x / Σ_{decisions} w, w [B] a sequence's weight (its multiplicity in the data; 1 when
+    None, then this is Σ x / n).  `norm` replaces the denominator: with several processes, the global
+    batch's Σ w / world, so the averaged gradients are the whole batch's mean's (see `loss_norm`).
+    Indexing (not multiplying by a mask) keeps padding garbage out of the graph."""
+    w = torch.ones_like(x[decide], dtype=torch.float32) if weights is None else \
+        weights[:, None].expand_as(decide)[decide].float()
+    denominator = w.sum().clamp(min=1e-12) if norm is None else norm
+    return (x[decide].float() * w).sum() / denominator
 
 
 def gather_tokens(values: Tensor, tokens: Tensor) -> Tensor:
@@ -57,23 +63,27 @@ def bellman_targets(
     return torch.where(decide, step_rewards.detach() + gamma * v_next, 0.0)
 
 
-def expectile_loss(v: Tensor, target: Tensor, decide: Tensor, tau: float) -> Tensor:
+def expectile_loss(v: Tensor, target: Tensor, decide: Tensor, tau: float, weights: Tensor | None = None,
+                   norm: float | None = None) -> Tensor:
     """Σ w · ½ (V - q̂)² / n with w = τ where q̂ >= V else 1-τ.  v, target [B, L] -> scalar."""
     v, target = v.float(), target.detach().float()
     weight = torch.where(target >= v.detach(), tau, 1.0 - tau)  # [B, L]; τ > ½ pushes V up toward max Q
-    return _masked_mean(weight * 0.5 * (v - target) ** 2, decide)
+    return _masked_mean(weight * 0.5 * (v - target) ** 2, decide, weights, norm)
 
 
-def q_loss(q_taken: Tensor, target: Tensor, decide: Tensor) -> Tensor:
+def q_loss(q_taken: Tensor, target: Tensor, decide: Tensor, weights: Tensor | None = None,
+           norm: float | None = None) -> Tensor:
     """Σ ½ (Q(s, a) - y)² / n.  q_taken, target [B, L] -> scalar; the target is not differentiated."""
-    return _masked_mean(0.5 * (q_taken - target.detach()) ** 2, decide)
+    return _masked_mean(0.5 * (q_taken - target.detach()) ** 2, decide, weights, norm)
 
 
-def cql_loss(q_all: Tensor, tokens: Tensor, decide: Tensor) -> Tensor:
+def cql_loss(q_all: Tensor, tokens: Tensor, decide: Tensor, weights: Tensor | None = None,
+             norm: float | None = None) -> Tensor:
     """Σ [logsumexp_v Q(s, v) - Q(s, a)] / n: cross-entropy with Q as logits.  q_all [B, L, V] -> scalar."""
     q = q_all[decide].float()  # [n, V]; only decision rows, so the float copy stays small
     taken = q.gather(-1, tokens[decide].long().unsqueeze(-1)).squeeze(-1)  # [n]
-    return (torch.logsumexp(q, dim=-1) - taken).sum() / decide.sum().clamp(min=1)
+    per_row = torch.zeros_like(decide, dtype=q.dtype).masked_scatter(decide, torch.logsumexp(q, dim=-1) - taken)
+    return _masked_mean(per_row, decide, weights, norm)
 
 
 def ilql_loss(
@@ -90,18 +100,22 @@ def ilql_loss(
     gamma: float,
     tau: float,
     cql_weight: float,
+    weights: Tensor | None = None,
+    norm: float | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """L = L_Q1 + L_Q2 + L_V + cql_weight · (CQL_1 + CQL_2)  (algorithms.md §3.2).
 
     q*_all [B, L, V] online Q heads; v [B, L] online V; target_q*_taken [B, L] target-network Q of the
-    taken tokens; tokens [B, L] = input_ids[:, 1:]; v_final [B] bootstrap after the last decision.
+    taken tokens; tokens [B, L] = input_ids[:, 1:]; v_final [B] bootstrap after the last decision;
+    weights [B] each sequence's multiplicity (merged duplicates; None = 1); norm: the denominator of every
+    mean (`_masked_mean`; None = this batch's own).
     """
     y = bellman_targets(step_rewards, decide, next_idx, v, v_final, gamma)  # [B, L], online V, detached
     q1, q2 = gather_tokens(q1_all, tokens), gather_tokens(q2_all, tokens)  # [B, L]
     q_hat = torch.minimum(target_q1_taken, target_q2_taken).detach()  # ILQL: V regresses on min target Q
-    l_q1, l_q2 = q_loss(q1, y, decide), q_loss(q2, y, decide)
-    l_v = expectile_loss(v, q_hat, decide, tau)
-    l_cql = cql_loss(q1_all, tokens, decide) + cql_loss(q2_all, tokens, decide)
+    l_q1, l_q2 = q_loss(q1, y, decide, weights, norm), q_loss(q2, y, decide, weights, norm)
+    l_v = expectile_loss(v, q_hat, decide, tau, weights, norm)
+    l_cql = cql_loss(q1_all, tokens, decide, weights, norm) + cql_loss(q2_all, tokens, decide, weights, norm)
     loss = l_q1 + l_q2 + l_v + cql_weight * l_cql
     # logs stay on the device (read at logging steps: no host sync inside a training step)
     logs = {
@@ -109,9 +123,9 @@ def ilql_loss(
         "q2_loss": l_q2.detach(),
         "v_loss": l_v.detach(),
         "cql_loss": l_cql.detach(),
-        "q_mean": _masked_mean((q1.detach() + q2.detach()) / 2, decide).detach(),
-        "v_mean": _masked_mean(v.detach(), decide).detach(),
-        "target_mean": _masked_mean(y, decide).detach(),
+        "q_mean": _masked_mean((q1.detach() + q2.detach()) / 2, decide, weights).detach(),
+        "v_mean": _masked_mean(v.detach(), decide, weights).detach(),
+        "target_mean": _masked_mean(y, decide, weights).detach(),
     }
     return loss, logs
 
@@ -125,18 +139,20 @@ def mc_loss(
     tail: Tensor,
     gamma: float,
     cql_weight: float,
+    weights: Tensor | None = None,
+    norm: float | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """L = Σ ½ (Q(s, a) - G)² / n + cql_weight · CQL  (algorithms.md §2).  q_all [B, L, V]."""
     returns = mc_returns(step_rewards, decide, next_idx, tail, gamma)  # [B, L]
     q = gather_tokens(q_all, tokens)  # [B, L]
-    l_q = q_loss(q, returns, decide)
-    l_cql = cql_loss(q_all, tokens, decide)
+    l_q = q_loss(q, returns, decide, weights, norm)
+    l_cql = cql_loss(q_all, tokens, decide, weights, norm)
     loss = l_q + cql_weight * l_cql
     logs = {
         "q_loss": l_q.detach(),
         "cql_loss": l_cql.detach(),
-        "q_mean": _masked_mean(q.detach(), decide).detach(),
-        "target_mean": _masked_mean(returns, decide).detach(),
+        "q_mean": _masked_mean(q.detach(), decide, weights).detach(),
+        "target_mean": _masked_mean(returns, decide, weights).detach(),
     }
     return loss, logs
 

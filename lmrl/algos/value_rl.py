@@ -22,7 +22,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from lmrl.algos.base import OptimFields
-from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, start_checkpoint
+from lmrl.algos.bc import BCConfig, BCTrainer, bc_loss, lm_policy, log_sequences, start_checkpoint
 from lmrl.algos.critic import critic_health
 from lmrl.algos.value_losses import gather_tokens, ilql_loss, mc_loss, mc_returns, polyak_update
 from lmrl.data.packed import PackedSequences
@@ -135,9 +135,9 @@ class MCTrainer(BCTrainer):
         seqs = PackedSequences.build(
             (s for ep in self.task.episodes()
              for s in episode_to_chain(ep, encode, self.task.history_window, self.max_length, self.cfg.gamma)),
-            keep=has_decision)
-        log.info("%s: %d training sequences, %d tokens (%.0f MB packed)", self.cfg.name, len(seqs), seqs.num_tokens,
-                 seqs.nbytes / 2**20)
+            keep=has_decision, dedup=self.cfg.dedup,
+            balance_states=self.cfg.balance_states)
+        log_sequences(self.cfg.name, seqs)
         return seqs
 
     def mean_return(self) -> float:
@@ -162,14 +162,15 @@ class MCTrainer(BCTrainer):
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         m = self.mdp(batch)
         loss, logs = mc_loss(out.qs[0][:, :-1], m["tokens"], m["step_rewards"], m["decide"], m["next_idx"],
-                             batch["tails"], self.cfg.gamma, self.cfg.cql_weight)
+                             batch["tails"], self.cfg.gamma, self.cfg.cql_weight, batch["weights"], batch.get("norm"))
         return self.add_bc(loss, logs, out, batch)
 
     def add_bc(self, loss, logs, out, batch):
         """Shared trunk: the LM head is the policy and keeps its BC loss."""
         if out.logits is None:
             return loss, logs
-        bc = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"])
+        bc = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"], batch["weights"],
+                     batch.get("norm"))
         return loss + bc, {**logs, "bc_loss": bc.detach()}
 
     def policies(self, eval_cfg, seed: int) -> dict:
@@ -246,7 +247,7 @@ class ILQLTrainer(MCTrainer):
             v_final = self.bootstrap(batch)
         loss, logs = ilql_loss(out.qs[0][:, :-1], out.qs[1][:, :-1], out.v[:, :-1], tq1, tq2, m["tokens"],
                                m["step_rewards"], m["decide"], m["next_idx"], v_final, self.cfg.gamma, self.cfg.tau,
-                               self.cfg.cql_weight)
+                               self.cfg.cql_weight, batch["weights"], batch.get("norm"))
         return self.add_bc(loss, logs, out, batch)
 
     def bootstrap(self, batch: dict) -> torch.Tensor:

@@ -43,6 +43,9 @@ class TokenSequence:
     # bootstraps this link's last decision, and the MC return at the next link's first decision.
     next_state: np.ndarray | None = None
     tail: float = 0.0
+    # How many identical sequences of the data this one stands for (merged duplicates, `PackedSequences`);
+    # losses weight it so (tail is then their mean: a squared error's gradient is unchanged).
+    weight: float = 1.0
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -175,6 +178,7 @@ def collate(seqs: Sequence[TokenSequence], pad_id: int) -> dict[str, torch.Tenso
         "rewards": rewards,
         "dones": dones,
         "tails": torch.tensor([s.tail for s in seqs], dtype=torch.float32),
+        "weights": torch.tensor([s.weight for s in seqs], dtype=torch.float32),
     }
     if any(s.next_state is not None and len(s.next_state) for s in seqs):
         batch_out.update(_collate_next_states(seqs, pad_id))

@@ -10,6 +10,7 @@ KV cache per trunk carried together, so value-guided sampling never recomputes a
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -17,6 +18,13 @@ import torch
 from torch import nn
 
 from lmrl.models.fused import StackedGPT2, fusable
+
+
+def no_autocast(device: torch.device):
+    """Autocast off for the block (a no-op on devices without autocast)."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 class MLPHead(nn.Module):
@@ -65,8 +73,16 @@ class ValueModel(nn.Module):
                                  past_key_values=past_key_values, use_cache=use_cache)
         h = out.last_hidden_state[:, -logits_to_keep:]  # [B, T, d]; -0: all positions
         logits = self.lm.get_output_embeddings()(h) if self.keep_lm_head else None
-        v = self.v_head(h).squeeze(-1) if self.v_head is not None else None
-        return ValueOutput([head(h) for head in self.q_heads], v, logits, out.past_key_values if use_cache else None)
+        with no_autocast(h.device):  # values of ~-20 differ by fractions: bf16 would round them to 1/8
+            x = h.to(self.head_dtype)
+            v = self.v_head(x).squeeze(-1) if self.v_head is not None else None
+            qs = [head(x) for head in self.q_heads]
+        return ValueOutput(qs, v, logits, out.past_key_values if use_cache else None)
+
+    @property
+    def head_dtype(self) -> torch.dtype:
+        """The heads' weights' dtype: fp32 under autocast (fp32 weights), bf16 when DeepSpeed cast them."""
+        return next(self.q_heads.parameters() if len(self.q_heads) else self.v_head.parameters()).dtype
 
 
 @dataclass

@@ -80,7 +80,7 @@ def test_token_budget_epochs_resume_at_any_batch():
 
     trainer = BCTrainer.__new__(BCTrainer)
     trainer.cfg, trainer.seed = BCConfig(batch_size=4, batch_tokens=64), 3
-    trainer.collate = lambda seqs: [len(s) for s in seqs]  # the batch's lengths stand in for its tensors
+    trainer.collate = lambda seqs: {"lengths": [len(s) for s in seqs]}  # the lengths stand in for the tensors
     seqs = [TokenSequence(torch.zeros(n).numpy(), torch.zeros(n).bool().numpy(), torch.zeros(n).numpy(), True)
             for n in [3, 9, 17, 30, 5, 12, 8, 21, 2, 14] * 3]
     full = list(itertools.islice(trainer.batches(seqs), 40))

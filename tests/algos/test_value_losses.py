@@ -218,3 +218,41 @@ def test_polyak_update_weights_the_online_net():
     assert target.weight.tolist() == [[1.0, 3.0]] and target.bias.tolist() == [6.0]
     assert online.weight.tolist() == [[4.0, 0.0]] and online.bias.tolist() == [0.0]
     assert target.weight.grad is None
+
+
+def test_weights_equal_repeating_the_sequences():
+    """A merged sequence of weight w counts as w copies: ILQL's loss is identical, MC's gradient too (its
+    merged tail is the mean, which moves the squared error's value by a constant, not its gradient)."""
+    torch.manual_seed(1)
+    b, length, vocab = 2, 5, 3
+    decide = torch.tensor([[False, True, True, False, True], [True, True, False, False, False]])
+    nxt = next_decision_index(decide)
+    tokens, rewards = torch.randint(vocab, (b, length)), torch.randn(b, length)
+    q1, q2, v = torch.randn(b, length, vocab), torch.randn(b, length, vocab), torch.randn(b, length)
+    tq1, tq2, v_final = torch.randn(b, length), torch.randn(b, length), torch.tensor([0.0, 0.4])
+    rep = torch.tensor([0, 0, 0, 1])  # row 0 three times, row 1 once
+    common = dict(gamma=0.9, tau=0.7, cql_weight=0.3)
+    merged, _ = ilql_loss(q1, q2, v, tq1, tq2, tokens, rewards, decide, nxt, v_final, **common,
+                          weights=torch.tensor([3.0, 1.0]))
+    repeated, _ = ilql_loss(q1[rep], q2[rep], v[rep], tq1[rep], tq2[rep], tokens[rep], rewards[rep], decide[rep],
+                            nxt[rep], v_final[rep], **common)
+    assert merged.item() == pytest.approx(repeated.item(), rel=1e-6)
+
+    tails = torch.tensor([-1.0, -2.0, -6.0, 0.5])  # row 0's copies have different tails: the merged one is -3
+    q_merged = q1.clone().requires_grad_(True)
+    mc_loss(q_merged, tokens, rewards, decide, nxt, torch.tensor([-3.0, 0.5]), 0.9, 0.3, torch.tensor([3.0, 1.0]))[
+        0].backward()
+    q_repeated = q1.clone().requires_grad_(True)
+    mc_loss(q_repeated[rep], tokens[rep], rewards[rep], decide[rep], nxt[rep], tails, 0.9, 0.3)[0].backward()
+    torch.testing.assert_close(q_merged.grad, q_repeated.grad)
+
+
+def test_bc_loss_weights_equal_repeating_the_sequences():
+    from lmrl.algos.bc import bc_loss
+
+    torch.manual_seed(2)
+    logits, ids = torch.randn(2, 4, 5), torch.randint(5, (2, 4))
+    action, attention = torch.tensor([[0, 1, 1, 1], [0, 0, 1, 1]]), torch.ones(2, 4, dtype=torch.long)
+    rep = torch.tensor([0, 1, 1])
+    merged = bc_loss(logits, ids, action, attention, torch.tensor([1.0, 2.0]))
+    assert merged.item() == pytest.approx(bc_loss(logits[rep], ids[rep], action[rep], attention[rep]).item(), rel=1e-6)

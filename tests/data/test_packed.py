@@ -59,3 +59,22 @@ def test_small_vocabularies_pack_to_16_bits_and_chunks_concatenate(monkeypatch):
 def test_empty():
     packed = PackedSequences.build([])
     assert len(packed) == 0 and packed.num_tokens == 0
+
+
+def _seq(ids, reward=0.0, tail=0.0, next_state=None):
+    n = len(ids)
+    return TokenSequence(np.asarray(ids, np.int32), np.array([False] + [True] * (n - 1)),
+                         np.array([0.0] * (n - 1) + [reward], np.float32), next_state is None,
+                         None if next_state is None else np.asarray(next_state, np.int32), tail)
+
+
+def test_dedup_merges_identical_sequences_with_counts_and_mean_tails():
+    seqs = [_seq([1, 2, 3], tail=-1.0), _seq([1, 2, 3], tail=-3.0), _seq([1, 2, 4]), _seq([1, 2, 3], tail=-5.0),
+            _seq([1, 2, 3], next_state=[7]), _seq([1, 2, 3], reward=1.0)]
+    packed = PackedSequences.build(seqs, dedup=True)
+    assert len(packed) == 4 and packed.total_weight == 6
+    assert [s.input_ids.tolist() for s in packed] == [[1, 2, 3], [1, 2, 4], [1, 2, 3], [1, 2, 3]]
+    assert packed.weight.tolist() == [3, 1, 1, 1]
+    assert packed[0].tail == pytest.approx(-3.0) and packed[0].weight == 3.0  # mean of -1, -3, -5
+    plain = PackedSequences.build(seqs)
+    assert len(plain) == 6 and plain.weight.tolist() == [1] * 6
