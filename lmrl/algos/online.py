@@ -237,7 +237,8 @@ class OnlineFilteredBCTrainer(OnlineTrainer):
         losses = []
         for batch in itertools.islice(self.batches(seqs, salt=round_idx + 1), self.train_steps(len(seqs))):
             out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-            loss = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"])
+            loss = bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"],
+                           batch["weights"])
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"non-finite online filtered BC loss in round {round_idx}")
             self.engine.backward(loss)
