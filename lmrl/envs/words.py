@@ -100,7 +100,8 @@ _TAIL = re.compile(r"(?:[\s,]+(?:at all|then|though|by any chance|do you think|w
 
 
 # A question asked as an opinion: "would you say it's alive?" is "is it alive?".
-_OPINION = re.compile(r"^(?:would you say|do you think|would you call|would you describe|is it fair to say|would it be fair "
+_OPINION = re.compile(r"^(?:(?P<calling>would you call|would you describe|would you consider|do you consider|would you class)|"
+                      r"would you say|do you think|is it fair to say|would it be fair "
                       r"to say|can you tell me if|could you tell me if|tell me if|i wonder if|i want to know if|is it true "
                       r"that)\s+(?:that\s+)?(?P<subject>it|your object|the thing|this thing|your city|the city|this city|people|"
                       r"you|kids|they|most people)"
@@ -112,6 +113,8 @@ def _plain_question(text: str) -> str:
     if found is None:
         return text
     subject, verb, rest = found.group("subject"), found.group("verb"), found.group("rest")
+    if found.group("calling"):  # "would you call it clothing?", "would you describe it as heavy?"
+        return f"is {subject} {rest}"
     if verb == "has":
         return f"does {subject} have {rest}"
     if verb:

@@ -236,6 +236,8 @@ def test_what_you_do_with_it_and_what_it_does_are_told_apart(oracle):
     # chatter before (the longest form first) and after the question
     ("dog", "Next one: is it a mammal?", YES), ("dog", "OK, quick question: does it have feathers?", NO),
     ("notebook", "Is it made of paper at all?", YES), ("wrench", "Is it made of metal then?", YES),
+    ("grass", "Would you say it's alive?", YES), ("shoe", "Would you call it clothing?", YES),
+    ("elephant", "Would you describe it as heavy?", YES),
     # "can it be" makes an unsure value a yes for every reading; lists keep their commas; parts said other ways
     ("bracelet", "Can it be made of gold?", YES), ("car", "Can it be made of wood?", NO),
     ("bell pepper", "Can it be red, green or yellow?", YES), ("tennis racket", "Does it have strings across it?", YES),
