@@ -52,6 +52,23 @@ def test_ilql_on_maze_fo_beats_the_bc_policy_it_starts_from(tmp_path):
     assert ilql["normalized_score"] >= bc["normalized_score"] + ILQL_MARGIN
 
 
+# MC (the `make train` default) must fit its critic and beat the BC policy it starts from by this much.
+MC_MARGIN = 10.0
+
+
+@pytest.mark.slow
+def test_mc_on_maze_fo_fits_its_critic_and_beats_its_bc_start(tmp_path):
+    cache = tmp_path / "cache"
+    eps = f"task.eval.episodes_per_start={EPISODES_PER_START}"
+    bc = run_cli("lmrl.train", ["task=maze_fo", "algo=bc", eps], tmp_path / "bc", cache, timeout=1800)
+    mc = run_cli("lmrl.train", ["task=maze_fo", "algo=mc", eps, f"algo.init_from={tmp_path / 'bc' / 'checkpoint'}"],
+                 tmp_path / "mc", cache, timeout=3600)
+    print(f"MC {mc['normalized_score']:.1f} vs its BC start {bc['normalized_score']:.1f}; critic "
+          f"rho {mc['critic/spearman_states']:.2f}, probe {mc['critic/probe_agreement']:.2f}")
+    assert mc["critic/fitted"] == 1.0
+    assert mc["normalized_score"] >= bc["normalized_score"] + MC_MARGIN
+
+
 @pytest.fixture(scope="module")
 def weak_bc(tmp_path_factory):
     """A deliberately weak BC start for the online algorithms (few steps), scored by its own run."""
