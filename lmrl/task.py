@@ -102,13 +102,14 @@ class Task:
         if self.cfg.data.path:
             return list(itertools.islice(self.episodes(), n))
         recipe = OmegaConf.merge(self.cfg.data.recipe, {"episodes": n, "seed": int(self.cfg.data.recipe.seed) + HELDOUT})
-        return list(load_episodes(self._cached(recipe), "lmrl"))
+        return list(load_episodes(self._cached(recipe, "heldout"), "lmrl"))
 
-    def _cached(self, recipe) -> Path:
-        path = self.cache_dir / "datasets" / self.name / f"{recipe_key(recipe)}.jsonl"
+    def _cached(self, recipe, kind: str = "") -> Path:
+        """The recipe's file under `datasets/<task>/` (held-out sets in its `heldout/` folder)."""
+        path = self.cache_dir / "datasets" / self.name / kind / f"{recipe_key(recipe)}.jsonl"
         if not path.exists():
             # concurrent runs (a sweep's cells) generate it once; the others wait and reuse it
-            with file_lock(self.cache_dir / "locks" / f"data_{self.name}_{path.stem}.lock"):
+            with file_lock(self.cache_dir / "locks" / f"data_{self.name}_{kind}{path.stem}.lock"):
                 if not path.exists():
                     self._generate(path, recipe)
         return path

@@ -131,12 +131,15 @@ def test_non_finite_loss_stops_and_names_the_last_good_checkpoint(tmp_path):
 
 
 def test_topology_from_torchrun_or_slurm(monkeypatch):
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"):
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS"):
         monkeypatch.delenv(key, raising=False)
     assert topology() == (0, 1, 0)
     monkeypatch.setenv("SLURM_PROCID", "5")
     monkeypatch.setenv("SLURM_NTASKS", "8")
     monkeypatch.setenv("SLURM_LOCALID", "1")
+    assert topology() == (0, 1, 0)  # an sbatch script sees these too, but it is one process: no step id
+    monkeypatch.setenv("SLURM_STEP_ID", "0")
     assert topology() == (5, 8, 1)
     monkeypatch.setenv("WORLD_SIZE", "2")  # a launcher's variables win over Slurm's
     monkeypatch.setenv("RANK", "1")
