@@ -36,7 +36,7 @@ system-deps:  ## Debian packages (stockfish for the chess tasks); skipped with a
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stockfish >/dev/null; \
 	else echo "note: stockfish not installed (needs root + apt-get); the chess tasks need it"; fi
 
-train: install  ## set-up + the default run (maze_fo, ILQL from a cached BC stage, tiny GPT-2, CPU)
+train: install  ## set-up + the default run (maze_fo, MC returns from a cached BC stage, tiny GPT-2, CPU)
 	$(PY) -m lmrl.train $(ARGS)
 
 test: install  ## set-up + the fast test tier
@@ -53,9 +53,6 @@ test-slurm: install  ## a one-node Slurm cluster here (Debian packages, root; la
 
 bench: install  ## benchmarks, JSON under results/bench/
 	$(PY) -m lmrl.bench
-	$(PY) -m lmrl.bench_envs
-	$(PY) -m lmrl.bench_oracles
-	$(PY) -m lmrl.bench_pretrained
 
 reproduce: install  ## the paper-scale Table 2 sweep (GPT-2, GPUs; Slurm when sbatch exists, else local), then the report
 	$(PY) -m launchers.sweep experiment=table2 $(ARGS)

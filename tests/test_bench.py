@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lmrl.bench import budget_batch, step_result
+from lmrl.bench.foundation import budget_batch, step_result
 from lmrl.data.tokenize import TokenSequence
 
 
@@ -28,3 +28,12 @@ def test_mfu_by_hand():
     assert row["tflops"] == pytest.approx(2.0) and row["mfu"] == pytest.approx(0.2)
     assert row["padded_tokens_per_step"] == 200 and row["tokens_per_s"] == pytest.approx(320.0)
     assert "mfu" not in step_result([1.0], batch, flops=1e12, peak_tflops=None)
+
+
+def test_unknown_benchmark_names_the_valid_ones(capsys):
+    from lmrl.bench import BENCHMARKS
+    from lmrl.bench.__main__ import main
+
+    assert main(["nope"]) == 2
+    err = capsys.readouterr().err
+    assert "'nope'" in err and all(name in err for name in BENCHMARKS)

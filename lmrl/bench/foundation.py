@@ -1,4 +1,4 @@
-"""`python -m lmrl.bench` (`make bench`): throughput numbers the README quotes, as JSON.
+"""`python -m lmrl.bench foundation` (part of `make bench`): throughput numbers the README quotes, as JSON.
 
 Runs on whatever device is present (`--device auto|cpu|cuda`; the device goes into the JSON).
 Measures, on maze FO data: BC and ILQL training steps (forward + backward + optimizer step) in

@@ -1,4 +1,4 @@
-"""`python -m lmrl.bench_oracles` (part of `make bench`): dialogue-oracle throughput, as JSON.
+"""`python -m lmrl.bench oracles` (part of `make bench`): dialogue-oracle throughput, as JSON.
 
 For 20 Questions and Guess My City it answers attribute/topic questions the oracle has never
 seen (its caches start empty; guesses skip the encoder and are far cheaper), in batches of 1, 16 and 256, and then the same questions again

@@ -1,4 +1,4 @@
-"""`python -m lmrl.bench_envs` (part of `make bench`): simulator speed of every task, as JSON.
+"""`python -m lmrl.bench envs` (part of `make bench`): simulator speed of every task, as JSON.
 
 Each task's env (built from its `conf/task/*.yaml`) plays full episodes under a uniformly
 random *legal* policy (`env.legal_actions()`), so the number is the simulator's own cost
@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from tqdm.auto import tqdm
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 TASKS = ("maze_fo", "maze_po", "wordle", "chess", "endgames", "text_nav_fo", "text_nav_po")
 
 

@@ -1,4 +1,4 @@
-"""`python -m lmrl.bench_pretrained` (in `make bench`): what SmolLM2-135M-Instruct costs on this CPU.
+"""`python -m lmrl.bench pretrained` (in `make bench`): what SmolLM2-135M-Instruct costs on this CPU.
 
 Load time (GGUF dequantization), training tokens/s (forward + backward + AdamW step on maze FO
 text, fp32 and bf16 autocast) and generation tokens/s (HF `generate` with a KV cache, greedy,

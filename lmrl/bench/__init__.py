@@ -1,0 +1,13 @@
+"""Benchmarks behind `make bench`, each writing JSON under `results/bench/`.
+
+`python -m lmrl.bench` runs them all, each in its own process; `python -m lmrl.bench NAME [ARGS]` runs one
+(`python -m lmrl.bench NAME --help` for its options):
+
+- `foundation`: training-step, evaluation, sampling and rollout throughput (`foundation.json`);
+- `envs`: every simulator's speed under a random legal policy (`envs.json`);
+- `oracles`: dialogue-oracle throughput, or an LM scored as the oracle (`oracles.json`, `oracle_lm_<name>.json`);
+- `pretrained`: what SmolLM2-135M-Instruct costs on this CPU (`smollm2.json`).
+"""
+
+# in the order `python -m lmrl.bench` runs them
+BENCHMARKS = ("foundation", "envs", "oracles", "pretrained")
