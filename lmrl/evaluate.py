@@ -14,28 +14,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from lmrl.algos.bc import lm_policy
-from lmrl.algos.value_rl import load_value_checkpoint, value_policies
-from lmrl.models.factory import load_pretrained
+from lmrl.evaluation import evaluate_policies, load_policies, write_run
 from lmrl.records import config_hash, make_record, write_record
 from lmrl.task import Task
-from lmrl.train import evaluate_policies, write_run
 from lmrl.utils import seed_everything, summary_line
-
-
-def load_policies(checkpoint: Path, task: Task, eval_cfg, seed: int, betas: list[float] | None = None,
-                  rerank: bool | None = None, engine=None) -> tuple[str | None, dict]:
-    """(algorithm name or None, {policy name: policy}) for a run's exported `checkpoint/`, with the
-    models on `engine`'s device (`engine.place`; the host without an engine)."""
-    place = engine.place if engine is not None else (lambda module: module)
-    if (checkpoint / "lmrl_algo.json").exists():
-        value, policy_lm, tokenizer, algo = load_value_checkpoint(checkpoint)
-        if rerank is not None:
-            algo.rerank = bool(rerank)
-        policy_lm = place(policy_lm) if policy_lm is not None else None
-        return algo.name, value_policies(place(value), policy_lm, tokenizer, task, algo, eval_cfg, seed, betas)
-    model, tokenizer = load_pretrained(str(checkpoint))
-    return None, {"sample": lm_policy(place(model), tokenizer, task, eval_cfg, seed)}
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")

@@ -26,10 +26,8 @@ from omegaconf import DictConfig, OmegaConf
 from lmrl.algos.base import ConfigError, build_trainer
 from lmrl.checkpoint import Checkpointer
 from lmrl.dist import barrier, broadcast_object, init_distributed, is_main, main_first, shutdown, world_size
-from lmrl.envs.base import history_to_str
+from lmrl.evaluation import evaluate_policies, load_policies, write_run
 from lmrl.records import config_hash, find_record, make_record, write_record
-from lmrl.rollout.evaluate import protocol, run_episodes
-from lmrl.scoring import summarize
 from lmrl.task import Task
 from lmrl.tracking import NullLogger, RunLog
 from lmrl.utils import seed_everything, summary_line
@@ -38,32 +36,6 @@ log = logging.getLogger(__name__)
 
 # Config keys that may differ between a run and its resumption.
 RESUME_FREE = ("resume", "hydra", "logger", "checkpoint")
-
-
-def evaluate(task: Task, policy, eval_cfg, seed: int) -> tuple[dict, list]:
-    """The task's protocol (every start state x N sampled episodes) -> summary metrics."""
-    options, seeds = protocol(task.make_env, eval_cfg.episodes_per_start, seed, eval_cfg.get("max_starts"))
-    episodes = run_episodes(policy, task.make_env, options, seeds)
-    return summarize(episodes, task.normalization), episodes
-
-
-def evaluate_policies(task: Task, policies: dict, eval_cfg, seed: int, logger=None) -> dict:
-    """Every named policy through the protocol; the first is the headline (its metrics at the top level).
-    With a logger, a few transcripts per policy go to it as a table."""
-    results, rows = {}, []
-    for name, policy in policies.items():
-        results[name], episodes = evaluate(task, policy, eval_cfg, seed)
-        rows += [[name, i, ep.total_return, bool(ep.success), history_to_str(ep.turns)] for i, ep in
-                 enumerate(episodes[:8])]
-    if logger is not None:
-        logger.table("eval/transcripts", ["policy", "episode", "return", "success", "transcript"], rows)
-    headline = next(iter(results))
-    return {**results[headline], "policy": headline, "policies": results}
-
-
-def write_run(run_dir: Path, cfg: DictConfig, metrics: dict) -> None:
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -137,8 +109,6 @@ def checkpoint_policies(trainer, engine, checkpoint: Path, task: Task, eval_cfg,
     in slices (ZeRO-3), the exported checkpoint reloaded whole (what `lmrl.evaluate` would load)."""
     if not engine.sharded:
         return trainer.policies(eval_cfg, seed)
-    from lmrl.evaluate import load_policies
-
     return load_policies(checkpoint, task, eval_cfg, seed, engine=engine)[1]
 
 
