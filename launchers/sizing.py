@@ -84,7 +84,7 @@ def on_this_machine(path: str) -> bool:
 
 def pretrained_source(model: dict) -> tuple[str, dict]:
     """(path, from_pretrained keyword arguments) of a `load_pretrained` model config, offline only."""
-    from lmrl.envs.lm_oracle import LMSpec, resolve_model
+    from lmrl.models.resolve import LMSpec, resolve_model
 
     path, gguf = resolve_model(LMSpec(model=model["path"], gguf_file=model.get("gguf_file")))
     return path, {"local_files_only": True, **({"gguf_file": gguf} if gguf else {})}

@@ -111,8 +111,9 @@ def compare_lm(model: str, limit: int | None, buyers: int = 10,
                tasks=("twenty_questions", "guess_city", "car_dealer")) -> dict:
     """Held-out accuracy of an LM oracle next to the knowledge-grounded one, same questions."""
     from lmrl.envs.guess_city import CityOracle
-    from lmrl.envs.lm_oracle import LMQuestionOracle, LMSpec
+    from lmrl.envs.lm_oracle import LMQuestionOracle
     from lmrl.envs.twenty_questions import TwentyQuestionsOracle
+    from lmrl.models.resolve import LMSpec
 
     result = {"model": model}
     for task, rules, scorer in (("twenty_questions", TwentyQuestionsOracle(), score_twenty_questions),

