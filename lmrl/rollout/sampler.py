@@ -8,6 +8,7 @@ value-guided policies (ILQL, MC) add their term to the logits of each step.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
@@ -57,15 +58,48 @@ def sample_turns(
     logits_hook: LogitsHook | None = None,
 ) -> list[list[int]]:
     """Generate one turn per prompt; returns each row's new tokens up to and including its stop token."""
+    state = prefill(model, prompts, pad_id)
+    return decode(model, state, stop_mask, pad_id, max_new_tokens, temperature, generator, logits_hook)
+
+
+@dataclass
+class Prefilled:
+    """Left-padded prompts after one cached forward pass: what decoding continues from."""
+
+    past: object  # the model's KV cache
+    logits: torch.Tensor | None  # [B, V] at each prompt's last token
+    attn: torch.Tensor  # [B, S] attention mask over the cached tokens
+    next_pos: torch.Tensor  # [B] position id of each row's next token
+
+
+@torch.no_grad()
+def prefill(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int) -> Prefilled:
+    """One forward pass over the left-padded prompts, keeping the KV cache and the last logits."""
     device = next(model.parameters()).device
     ids, attn = left_pad(prompts, pad_id)
     ids, attn = ids.to(device), attn.to(device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     # heads only at the last position: the prompt's other logits are never used
     out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
-    past, logits = out.past_key_values, out.logits[:, -1]
-    next_pos = positions[:, -1] + 1
-    finished = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+    logits = out.logits[:, -1] if out.logits is not None else None  # a value model without an LM head has none
+    return Prefilled(out.past_key_values, logits, attn, positions[:, -1] + 1)
+
+
+@torch.no_grad()
+def decode(
+    model: torch.nn.Module,
+    state: Prefilled,
+    stop_mask: torch.Tensor,
+    pad_id: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    logits_hook: LogitsHook | None = None,
+) -> list[list[int]]:
+    """Sample each row's turn from a prefilled state; the row's new tokens up to and including its stop token."""
+    past, logits, attn, next_pos = state.past, state.logits, state.attn, state.next_pos
+    device = logits.device
+    finished = torch.zeros(logits.shape[0], dtype=torch.bool, device=device)
     stop_mask = stop_mask.to(device)
     new_tokens = []
     for step in range(max_new_tokens):
