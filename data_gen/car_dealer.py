@@ -254,18 +254,25 @@ def play(env: CarDealerEnv, rng: random.Random, kind: str, mix: SellerMix, optio
                                           "msrp": result.info["msrp"]})
 
 
-def generate(episodes: int = DEFAULT_EPISODES, seed: int = 0, **mix) -> Iterator[Episode]:
-    """`episodes` conversations, deterministic in `seed`; `mix` overrides `SellerMix` fields.
-    Parameters are checked before the first episode is asked for."""
-    return _episodes(question_games.check_episodes(episodes), seed, with_overrides(SellerMix(), "seller", **mix))
+def generate(episodes: int = DEFAULT_EPISODES, seed: int = 0, attempts_per_task: int = 1, **mix) -> Iterator[Episode]:
+    """`episodes` conversations, deterministic in `seed`; `mix` overrides `SellerMix` fields.  With
+    `attempts_per_task` k > 1, each run of k consecutive episodes meets one buyer (the same env seed: profile
+    and behaviour), so sellers' attempts at one task can be compared (SWEET-RL).  Parameters are checked
+    before the first episode is asked for."""
+    if int(attempts_per_task) != attempts_per_task or attempts_per_task < 1:
+        raise ValueError(f"attempts_per_task must be a positive integer, got {attempts_per_task}")
+    return _episodes(question_games.check_episodes(episodes), seed, with_overrides(SellerMix(), "seller", **mix),
+                     int(attempts_per_task))
 
 
-def _episodes(episodes: int, seed: int, mix: SellerMix) -> Iterator[Episode]:
+def _episodes(episodes: int, seed: int, mix: SellerMix, attempts_per_task: int = 1) -> Iterator[Episode]:
     env = CarDealerEnv(catalogue=load_catalogue())
     for index in range(episodes):
         rng = random.Random(f"lmrl-car:{seed}:{index}")
         kind = question_games.draw_player(rng, mix.p_expert, mix.p_noisy)
-        yield play(env, rng, kind, mix)
+        task = index // attempts_per_task
+        buyer_seed = random.Random(f"lmrl-car-task:{seed}:{task}").randrange(2**31) if attempts_per_task > 1 else None
+        yield play(env, rng, kind, mix, seed=buyer_seed)
 
 
 def expert_returns(seed: int = 0) -> np.ndarray:

@@ -90,22 +90,30 @@ def training_positions(n: int, seed: int = 0) -> list[str]:
     return [training_start(episode_rng(seed, i)) for i in range(n)]
 
 
-def _endgame_episode(seed: int, mix: AgentMix, opponent: dict, index: int) -> Episode:
+def _endgame_episode(seed: int, mix: AgentMix, opponent: dict, attempts_per_task: int, index: int) -> Episode:
     rng = episode_rng(seed, index)
     start = training_start(rng)
+    if attempts_per_task > 1:  # every attempt at a task starts from its first episode's position
+        start = training_start(episode_rng(seed, index - index % attempts_per_task))
     agent = draw_agent(rng, mix)
     env = ChessEnv(start="endgame", opponent=opponent)
     return play_episode(env, AgentPlayer(agent, rng, env.opponent), {"fen": start})
 
 
 def generate(
-    episodes: int = 1000, seed: int = 0, workers: int = 1, opponent: Mapping[str, Any] | None = None, **mix
+    episodes: int = 1000, seed: int = 0, workers: int = 1, opponent: Mapping[str, Any] | None = None,
+    attempts_per_task: int = 1, **mix
 ) -> Iterator[Episode]:
-    """`episodes` KQ-vs-K games from random non-evaluation positions, deterministic in (seed, index)."""
+    """`episodes` KQ-vs-K games from random non-evaluation positions, deterministic in (seed, index).  With
+    `attempts_per_task` k > 1, each run of k consecutive games starts from one position (SWEET-RL compares
+    attempts at one task)."""
     check_run_params(episodes, workers)
+    if int(attempts_per_task) != attempts_per_task or attempts_per_task < 1:
+        raise ValueError(f"attempts_per_task must be a positive integer, got {attempts_per_task}")
     params, opponent = make_mix(ENDGAME_MIX, **mix), plain_mapping(opponent or {})
     ChessEnv(start="endgame", opponent=opponent)  # validates the opponent settings
-    return run_indexed(functools.partial(_endgame_episode, seed, params, opponent), episodes, workers)
+    play = functools.partial(_endgame_episode, seed, params, opponent, int(attempts_per_task))
+    return run_indexed(play, episodes, workers)
 
 
 def is_tricky(board: chess.Board, depth: int = EVAL_DEPTH) -> bool:

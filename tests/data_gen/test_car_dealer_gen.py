@@ -94,3 +94,13 @@ def test_bad_mix_parameters_fail_before_any_episode():
         generate(10, p_wizard=0.5)
     with pytest.raises(ValueError, match="at most 1"):
         SellerMix(p_expert=0.7, p_noisy=0.7)
+
+
+def test_attempts_per_task_meet_one_buyer():
+    """SWEET-RL's recipe: each run of k consecutive conversations meets one buyer (profile and behaviour)."""
+    episodes = list(generate(8, seed=3, attempts_per_task=4))
+    seeds = [ep.info["env_seed"] for ep in episodes]
+    assert len(set(seeds[:4])) == 1 and len(set(seeds[4:])) == 1 and seeds[0] != seeds[4]
+    assert episodes[0].info["buyer"] == episodes[3].info["buyer"] != episodes[4].info["buyer"]
+    with pytest.raises(ValueError, match="attempts_per_task"):
+        generate(4, attempts_per_task=0)

@@ -190,3 +190,11 @@ def test_dataset_matches_table_1(module, n, success, avg_return):
     stats = dataset_stats(module.generate(n, seed=0, workers=2))
     assert abs(stats["success_rate"] - success) <= 0.06
     assert abs(stats["avg_return"] - avg_return) <= 0.12
+
+
+def test_endgame_attempts_per_task_start_from_one_position():
+    """SWEET-RL's recipe: each run of k consecutive games starts from one position."""
+    starts = [ep.info["start_fen"] for ep in endgames.generate(4, seed=5, attempts_per_task=2)]
+    assert starts[0] == starts[1] != starts[2] == starts[3]
+    with pytest.raises(ValueError, match="attempts_per_task"):
+        endgames.generate(4, attempts_per_task=1.5)
