@@ -5,6 +5,7 @@ evaluation turn of each of its policies.  Shared by the device and precision tes
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -15,9 +16,11 @@ from lmrl.task import Task
 from lmrl.tracking import NullLogger
 from tests.e2e import ROOT
 
-ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt"]
+ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt", "sweet", "group_pg"]
 # The RL algorithms start from the saved tiny model instead of training a BC stage.
-RL = {"mc", "ilql", "ppo", "online_filtered_bc"}
+RL = {"mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg"}
+# SWEET-RL's critic replays the dataset's episodes (up to 100 moves) through the task's env.
+ALGO_OVERRIDES = {"sweet": ["task.env.max_steps=100"]}
 SMALL = ["task=maze_fo", "debug=smoke", "smoke.steps=1", "smoke.batch_size=4", "smoke.rounds=1",
          "smoke.episodes_per_round=2", "smoke.max_steps_per_round=1", "smoke.rerank=true",
          "task.env.max_steps=3", "model=tiny", "model.n_layer=1", "model.n_embd=32", "model.n_head=2",
@@ -51,9 +54,13 @@ def one_step_and_turn(algo: str, engine, built, run_dir, *overrides: str) -> tup
     """(the trainer, its fit() metrics, its weights before fit) after one step (or what `overrides`
     set) and one turn of each evaluation policy."""
     task, model, tokenizer, start = built
-    cfg = compose_train(f"algo={algo}", *([f"algo.init_from={start}"] if algo in RL else []), *overrides)
+    cfg = compose_train(f"algo={algo}", *([f"algo.init_from={start}"] if algo in RL else []),
+                        *ALGO_OVERRIDES.get(algo, []), *overrides)
+    task = Task(cfg.task, task.cache_dir)  # with this algorithm's task overrides (same recipe: same dataset)
     trainer = build_trainer(cfg.algo, task=task, engine=engine, model=copy.deepcopy(model), tokenizer=tokenizer,
                             logger=NullLogger(), seed=0, run_dir=run_dir, checkpointer=None)
+    if algo == "group_pg":
+        spread_returns(trainer)
     before = weights(trainer) if algo != "prompt" else []
     metrics = trainer.fit()
     history, _ = task.make_env().reset(seed=0)
@@ -61,3 +68,16 @@ def one_step_and_turn(algo: str, engine, built, run_dir, *overrides: str) -> tup
         [action] = policy.act([history])
         assert isinstance(action, str), name
     return trainer, metrics, before
+
+
+def spread_returns(trainer) -> None:
+    """A random tiny model's episodes all score alike (every turn is an invalid action), and a group whose
+    returns are equal teaches a group-relative update nothing: each round's first episode gets one more
+    point, so its group has a spread and the update (loss, rollout -> update hand-off) runs."""
+    collect = trainer.collect
+
+    def spread(round_idx: int):
+        first, *rest = collect(round_idx)
+        return [dataclasses.replace(first, rewards=[*first.rewards[:-1], first.rewards[-1] + 1.0]), *rest]
+
+    trainer.collect = spread

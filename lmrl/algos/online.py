@@ -132,14 +132,19 @@ class OnlineTrainer(BCTrainer):
             state = {k: v.detach().to("cpu", copy=True) for k, v in self.policy_lm().state_dict().items()}
         self.actor.load_state_dict(state)
 
-    def collect(self, round_idx: int) -> list[Episode]:
-        """`episodes_per_round` episodes of the current policy from random start states."""
-        self.sync_actor()
+    def start_states(self, round_idx: int) -> tuple[list[dict], list[int]]:
+        """Reset options and seeds of the round's episodes: `episodes_per_round` random start states."""
         rng = random.Random(f"{self.seed}/{round_idx}")
         seeds = [rng.randrange(2**31) for _ in range(self.cfg.episodes_per_round)]
+        return [{}] * len(seeds), seeds
+
+    def collect(self, round_idx: int) -> list[Episode]:
+        """The round's episodes (`start_states`) played by the current policy."""
+        self.sync_actor()
+        options, seeds = self.start_states(round_idx)
         # each process plays its share; then every process holds the whole round (same updates everywhere)
-        episodes = gather_lists(run_episodes(self.rollout_policy, self.task.make_env, [{}] * len(shard(seeds)),
-                                             shard(seeds), desc=f"rollout {round_idx}"))
+        episodes = gather_lists(run_episodes(self.rollout_policy, self.task.make_env, shard(options), shard(seeds),
+                                             desc=f"rollout {round_idx}"))
         if self.run_dir is not None and is_main():
             write_episodes(self.run_dir / "rollouts" / f"round_{round_idx:03d}.jsonl", episodes)
         return episodes

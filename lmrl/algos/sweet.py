@@ -1,0 +1,202 @@
+"""SWEET-RL (`algo=sweet`): a critic that sees training-time information assigns per-turn credit, and
+the actor learns from the critic's turn-level preferences (Zhou et al. 2025, arXiv 2503.15478).
+
+1. BC stage (cached, as for every RL method), the start of both critic and actor.
+2. Critic stage (`lmrl/algos/sweet_critic.py`, cached): a critic LM reading training-time
+   information `c`, fitted with Bradley–Terry on trajectory pairs of one task, each scored by its
+   turns' advantages A(o_t, a_t, c) = β · (mean log π_critic − mean log π_ref).
+3. Actor data: at a `turn_fraction` of the dataset's turns, `candidates` turns sampled from the BC
+   actor with one shared prefill, scored by the critic at the true state, paired top half vs. bottom
+   half (`pairs_per_turn`).
+4. Actor: DPO on those pairs with the frozen initial actor as reference, + `nll_coef` x NLL.
+
+`mode=trajectory_dpo` skips 2-3: multi-turn DPO of the actor on the trajectory pairs themselves.
+`privileged=false`: the critic does not read `c`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from lmrl.algos.base import OptimFields
+from lmrl.algos.bc import BCConfig, lm_policy, start_checkpoint
+from lmrl.algos.privileged import TaskInfo, task_info_for
+from lmrl.algos.sweet_critic import (
+    SCORERS, CriticConfig, PairTrainer, critic_checkpoint, load_lm, setup_offline, trajectory_items,
+)
+from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, TurnPairs, prefixed
+from lmrl.algos.turn_losses import candidate_pairs
+from lmrl.checkpoint import Checkpointer
+from lmrl.data.packed import PackedSequences
+from lmrl.data.tokenize import TokenSequence
+from lmrl.models.factory import model_max_length
+from lmrl.rollout.candidates import sample_candidates
+from lmrl.rollout.policy import end_turn, prompt_ids
+
+log = logging.getLogger(__name__)
+MODES = ("turn", "trajectory_dpo")
+CRITICS = ("lm", "head")
+
+
+@dataclass
+class SweetConfig(OptimFields):
+    name: str = "sweet"
+    # turn: SWEET-RL; trajectory_dpo: multi-turn DPO on the trajectory pairs (no critic).
+    mode: str = "turn"
+    # lm: the log-ratio critic; head: a value head on the critic trunk.
+    critic: str = "lm"
+    # The critic reads the task's training-time information c (false: the ablation without it).
+    privileged: bool = True
+    # DPO beta of the actor (and of trajectory DPO).
+    beta: float = 0.1
+    candidates: int = 16
+    pairs_per_turn: int = 4
+    nll_coef: float = 0.01
+    # Share of the dataset's agent turns where candidates are sampled.
+    turn_fraction: float = 0.1
+    temperature: float = 1.0
+    # trajectory_dpo on windowed tasks: turns per trajectory scored with gradients (0 = all), and exact scores.
+    sample_turns: int = 8
+    exact_scores: bool = False
+    # Sequences (or candidate turns) per no-grad pass.
+    score_batch_size: int = 64
+    # A trained critic directory to use instead of the (cached) critic stage.
+    critic_from: str | None = None
+    critic_stage: CriticConfig = field(default_factory=CriticConfig)
+    init_from: str | None = None
+    bc: BCConfig = field(default_factory=BCConfig)
+    # Per task: the info keys that define it (c), its reset options, its replayed state.
+    task_info: dict[str, TaskInfo] = field(default_factory=dict)
+    log_every: int = 25
+
+    def validate(self) -> list[str]:
+        problems = super().validate() + [f"bc.{p}" for p in self.bc.validate()]
+        problems += [f"critic_stage.{p}" for p in self.critic_stage.validate()]
+        problems += [f"task_info.{t}: {p}" for t, info in self.task_info.items() for p in info.validate()]
+        if self.mode not in MODES or self.critic not in CRITICS:
+            problems.append(f"mode must be one of {MODES} and critic one of {CRITICS} (got {self.mode}, {self.critic})")
+        if self.batch_tokens is not None:
+            problems.append("batch_tokens must be null (batches are pairs)")
+        if not 0 < self.turn_fraction <= 1 or self.candidates < 2 or self.pairs_per_turn < 1:
+            problems.append("turn_fraction must be in (0, 1], candidates >= 2, pairs_per_turn >= 1")
+        if self.beta <= 0 or self.nll_coef < 0 or self.temperature <= 0 or self.sample_turns < 0:
+            problems.append("beta and temperature must be > 0, nll_coef and sample_turns >= 0")
+        return problems
+
+
+class SweetTrainer(PairTrainer):
+    """SWEET-RL's actor (and the trajectory-DPO ablation); see the module docstring."""
+
+    config_class = SweetConfig
+
+    def __init__(self, cfg: SweetConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None,
+                 checkpointer: Checkpointer | None = None):
+        self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
+        self.seed, self.checkpointer = seed, checkpointer
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
+        self.info, self.stats = task_info_for(cfg.task_info, task.name), {}
+        actor = load_lm(self.bc_dir)
+        self.max_length = model_max_length(actor)
+        setup_offline(self, actor, OBJECTIVES[cfg.mode](self))
+        self.reference = engine.prepare_frozen(load_lm(self.bc_dir))
+
+    def fit(self) -> dict:
+        return {**super().fit(), **self.stats}
+
+    # -- the actor's training items, per mode ------------------------------------------------------------
+    def trajectory_dpo_items(self) -> TrajectoryPairs:
+        cfg = self.cfg
+        return trajectory_items(self.task, self.info, self.tokenizer, self.max_length, False, LogRatio(cfg.beta, "sum"),
+                                cfg.steps * cfg.batch_size, cfg.sample_turns, cfg.exact_scores, cfg.score_batch_size,
+                                self.seed, cfg.nll_coef)
+
+    def turn_items(self) -> TurnPairs:
+        """Candidates at a `turn_fraction` of the dataset's turns, paired by the critic's advantage."""
+        cfg, task = self.cfg, self.task
+        critic_dir = critic_checkpoint(cfg, task, self.engine, self.tokenizer, self.logger, self.seed, self.bc_dir)
+        trained = critic_dir / "critic_metrics.json"
+        if trained.exists():  # the critic stage's own fit (absent for a user's critic_from)
+            self.stats = {f"sweet/critic_{k}": v for k, v in json.loads(trained.read_text()).items()}
+        scorer = SCORERS[cfg.critic](critic_dir, self.bc_dir, cfg.critic_stage.beta, self.engine)
+        eval_cfg = OmegaConf.merge(task.cfg.eval, {"temperature": cfg.temperature})
+        policy = lm_policy(self.engine.place(load_lm(self.bc_dir)), self.tokenizer, task, eval_cfg, self.seed)
+        rng, seqs, counts = random.Random(f"sweet-turns:{self.seed}"), [], {"turns": 0, "candidates": 0, "pairs": 0}
+        picked = self.pick_turns(rng)
+        states = []
+        for e, ep in enumerate(task.episodes()):
+            if e not in picked:
+                continue
+            contexts = self.info.contexts(ep, task.make_env) if cfg.privileged else None
+            actions = [i for i, t in enumerate(ep.turns) if t.is_action]
+            states += [self.turn_state(policy, ep.turns[: actions[k]], contexts[k] if contexts else None)
+                       for k in picked[e]]
+        for start in range(0, len(states), cfg.score_batch_size):
+            seqs += self.paired_candidates(policy, scorer, states[start : start + cfg.score_batch_size], rng, counts)
+        if not seqs:
+            raise ValueError(f"{task.name}: no candidate pairs (all candidates tied); raise turn_fraction or candidates")
+        self.stats.update({"sweet/turns": counts["turns"], "sweet/pairs": counts["pairs"],
+                           "sweet/unique_candidates": counts["candidates"] / max(1, counts["turns"])})
+        log.info("sweet: %d pairs from %d turns (%.1f distinct candidates a turn)", counts["pairs"], counts["turns"],
+                 self.stats["sweet/unique_candidates"])
+        return TurnPairs(PackedSequences.build(seqs), cfg.beta, cfg.nll_coef, self.tokenizer.pad_token_id)
+
+    def pick_turns(self, rng: random.Random) -> dict[int, list[int]]:
+        """{episode: its agent turns (by order)}: each turn with probability `turn_fraction`, then, in random order,
+        only as many as the step budget can use (pairs_per_turn pairs a turn, with a quarter to spare)."""
+        turns = [(e, k) for e, ep in enumerate(self.task.episodes()) for k in range(ep.num_actions)
+                 if rng.random() < self.cfg.turn_fraction]
+        rng.shuffle(turns)
+        if getattr(self.cfg, "epochs", None) is None:
+            turns = turns[: math.ceil(1.25 * self.cfg.steps * self.cfg.batch_size / self.cfg.pairs_per_turn)]
+        picked: dict[int, list[int]] = {}
+        for e, k in sorted(turns):
+            picked.setdefault(e, []).append(k)
+        return picked
+
+    def turn_state(self, policy, history, context: str | None) -> tuple[list[int], list[int]]:
+        """(the actor's prompt, the critic's prefix: c then the same history window) at one dataset turn."""
+        prompt = policy.prompt_ids(history)
+        if context is None:
+            return prompt, prompt
+        c = list(policy.encode(context))
+        return prompt, c + prompt_ids(history, policy.window, policy.encode, policy.max_input_tokens - len(c))
+
+    def paired_candidates(self, policy, scorer, states, rng: random.Random, counts: dict) -> list[TokenSequence]:
+        """Sample, score and pair candidates at these states: two sequences (prompt + turn) per pair."""
+        prompts = [p for p, _ in states]
+        rows = sample_candidates(policy.model, prompts, self.cfg.candidates, policy.stop_mask,
+                                 self.tokenizer.pad_token_id, policy.max_new_tokens, self.cfg.temperature,
+                                 policy.sampling_generator())
+        texts = [list(dict.fromkeys(end_turn(self.tokenizer.decode(r, skip_special_tokens=True)) for r in turn))
+                 for turn in rows]
+        owner = [s for s, turn in enumerate(texts) for _ in turn]
+        conts = [list(policy.encode(t)) for turn in texts for t in turn]
+        flat = scorer.scores([c for _, c in states], owner, conts, self.tokenizer.pad_token_id)
+        out, start = [], 0
+        for (prompt, _), turn in zip(states, texts):
+            scores, cands = flat[start : start + len(turn)], conts[start : start + len(turn)]
+            start += len(turn)
+            for hi, lo in candidate_pairs(scores, self.cfg.pairs_per_turn, rng):
+                out += [action_sequence(prompt, cands[hi]), action_sequence(prompt, cands[lo])]
+            counts["turns"], counts["candidates"] = counts["turns"] + 1, counts["candidates"] + len(turn)
+        counts["pairs"] += len(out) // 2
+        return out
+
+
+OBJECTIVES = {"turn": SweetTrainer.turn_items, "trajectory_dpo": SweetTrainer.trajectory_dpo_items}
+
+
+def action_sequence(prompt: list[int], action: list[int]) -> TokenSequence:
+    """A prompt (environment tokens) followed by one agent turn."""
+    turn = TokenSequence(np.asarray(action, dtype=np.int32), np.ones(len(action), bool),
+                         np.zeros(len(action), np.float32), False)
+    return prefixed(turn, np.asarray(prompt, dtype=np.int32))

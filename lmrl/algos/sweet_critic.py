@@ -1,0 +1,255 @@
+"""SWEET-RL's critic stage (`lmrl/algos/sweet.py` runs it; cached like the BC stage).
+
+An LM from the BC stage that reads `c` (the task's whitelisted `info`, `lmrl/algos/privileged.py`)
+before the dialogue, fitted with Bradley–Terry on pairs of trajectories of one task: a best-return
+attempt against each strictly worse one, a trajectory scored by its turns' advantages
+A(o_t, a_t, c) = β · (mean log π_critic − mean log π_ref) over the turn's tokens (π_ref: the frozen
+BC stage reading the same input), summed over the trajectory (or averaged, `aggregate=mean`).
+`critic=head`: A is a value head's output after the turn.  The scorers give A of candidate turns
+at dataset states, each state's prefix run once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+import math
+import os
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from lmrl.algos.base import OptimFields
+from lmrl.algos.bc import BCTrainer
+from lmrl.algos.privileged import TaskInfo, task_info_for
+from lmrl.algos.sweet_data import HeadValue, LogRatio, TrajectoryPairs, TrajectorySource
+from lmrl.algos.turn_losses import ratio_advantages, trajectory_pairs
+from lmrl.checkpoint import Checkpointer
+from lmrl.data.tokenize import SegmentEncoder
+from lmrl.dist import OptimConfig, barrier, broadcast_object, is_main, rank, world_size
+from lmrl.models.factory import model_max_length
+from lmrl.models.fused import fast_lm
+from lmrl.models.value import ValueModel
+from lmrl.rollout.candidates import continuation_logprobs, continue_prefixes
+from lmrl.tracking import StageLogger
+from lmrl.utils import file_lock
+
+log = logging.getLogger(__name__)
+AGGREGATES = ("sum", "mean")
+
+
+@dataclass
+class CriticConfig(OptimFields):
+    name: str = "sweet_critic"
+    steps: int = 200
+    # Trajectory pairs per step.
+    batch_size: int = 4
+    lr: float = 1e-4
+    # A = beta * mean log-ratio per turn (the original's critic DPO beta).
+    beta: float = 0.1
+    # Windowed tasks: sequences (turns) per trajectory scored with gradients, scaled by n / k (0 = all).
+    sample_turns: int = 8
+    # Score the other turns without gradients, so a trajectory's score is exact (slower; false: the estimate).
+    exact_scores: bool = False
+    # A trajectory's score: the sum of its turns' advantages, or their mean (length-blind; see README).
+    aggregate: str = "sum"
+    # x KL(critic || initial critic) at the scored turns' tokens: keeps log pi_c / pi_ref an advantage (see README).
+    kl_coef: float = 0.0
+    # Trajectory pairs drawn from the dataset (null = steps x batch_size; at most all of them).
+    pairs: int | None = None
+    log_every: int = 25
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        if self.batch_tokens is not None:
+            problems.append("batch_tokens must be null (batches are trajectory pairs)")
+        if self.beta <= 0 or self.sample_turns < 0 or (self.pairs is not None and self.pairs < 1):
+            problems.append("beta must be > 0, sample_turns >= 0, pairs >= 1 or null")
+        if self.kl_coef < 0:
+            problems.append(f"kl_coef must be >= 0 (got {self.kl_coef})")
+        if self.aggregate not in AGGREGATES:
+            problems.append(f"aggregate must be one of {AGGREGATES} (got {self.aggregate})")
+        return problems
+
+
+def load_lm(directory: Path) -> torch.nn.Module:
+    """A causal LM with dropout off: log-probs of a DPO or Bradley-Terry pair must be deterministic."""
+    lm = AutoModelForCausalLM.from_pretrained(directory)
+    for module in lm.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return lm
+
+
+def setup_offline(trainer, model: torch.nn.Module, items) -> None:
+    """The offline fit loop's state for pair items: `steps` (or `epochs` passes), and the engine."""
+    cfg = trainer.cfg
+    trainer.seqs, trainer.run_dir, trainer.eval_every = items, getattr(trainer, "run_dir", None), 0
+    epochs = getattr(cfg, "epochs", None)
+    trainer.steps = cfg.steps if epochs is None else max(1, math.ceil(epochs * len(trainer.epoch_plan(items, 0))))
+    trainer.engine.setup(model, OptimConfig(cfg.lr, trainer.steps, cfg.warmup_steps, cfg.weight_decay,
+                                            grad_clip=cfg.grad_clip, min_lr_ratio=cfg.min_lr_ratio))
+
+
+def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_context: bool, rule, n_pairs: int,
+                     sample_turns: int, exact: bool, chunk: int, seed: int, nll_coef: float = 0.0,
+                     aggregate: str = "sum", kl_coef: float = 0.0) -> TrajectoryPairs:
+    """The dataset's trajectory pairs (`n_pairs` drawn at random), each trajectory tokenized with its `c`."""
+    scored = [(ep.total_return, info.task_key(ep)) for ep in task.episodes()]
+    pairs = balanced(trajectory_pairs([r for r, _ in scored], [k for _, k in scored]), [k for _, k in scored],
+                     n_pairs, random.Random(f"sweet-pairs:{seed}"))
+    if not pairs:
+        raise ValueError(f"{task.name}: no two attempts at one task with different returns; SWEET-RL needs several "
+                         "attempts per task (for generated tasks: task.data.recipe.attempts_per_task)")
+    used = sorted({t for p in pairs for t in p})
+    local = {t: k for k, t in enumerate(used)}
+    episodes = [ep for i, ep in enumerate(task.episodes()) if i in local]
+    contexts = (lambda ep: info.contexts(ep, task.make_env)) if with_context else None
+    source = TrajectorySource(episodes, contexts, SegmentEncoder(tokenizer), task.history_window, max_length)
+    log.info("%s: %d trajectory pairs over %d trajectories (%d sequences)", task.name, len(pairs), len(used),
+             len(source))
+    return TrajectoryPairs(source, source.offsets, [(local[a], local[b]) for a, b in pairs], rule, sample_turns, exact,
+                           chunk, tokenizer.pad_token_id, seed, nll_coef, aggregate, kl_coef)
+
+
+def balanced(pairs: list[tuple[int, int]], tasks: list, n: int, rng: random.Random) -> list[tuple[int, int]]:
+    """`n` of the pairs (all when there are fewer), drawn round-robin over tasks so that each task gives as many
+    as it can (the maze's dead ends have ~250 attempts each, the other starts ~15), in random order."""
+    by_task: dict = {}
+    for pair in pairs:
+        by_task.setdefault(tasks[pair[0]], []).append(pair)
+    queues = list(by_task.values())
+    for queue in queues:
+        rng.shuffle(queue)
+    rng.shuffle(queues)
+    picked = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)][:n]
+    rng.shuffle(picked)
+    return picked
+
+
+class PairTrainer(BCTrainer):
+    """BCTrainer's fit loop over pair items (`TrajectoryPairs` or `TurnPairs` in `self.seqs`)."""
+
+    def sequences(self):
+        return self.seqs
+
+    def batches(self, items, start: int = 0, salt: int = 0):
+        """Endless shuffled epochs of pair batches from batch `start` on (epoch e: a function of seed, salt, e);
+        with several processes each takes an interleaved share of every batch."""
+        world, r = world_size(), rank()
+        for epoch in itertools.count():
+            plan = self.epoch_plan(items, epoch, salt)
+            yield from (self.collate(chunk[r::world]) for chunk in plan[start:])
+            start = max(0, start - len(plan))
+
+    def collate(self, items: list[int]) -> dict:
+        return self.engine.to_device(self.seqs.collate(items, self.engine.global_step))
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        return self.seqs.loss(self.engine.forward, self.reference, batch)
+
+
+class CriticStage(PairTrainer):
+    """The critic: Bradley–Terry on trajectory pairs, reading `c` (or not, `privileged=false`)."""
+
+    config_class = CriticConfig
+
+    def __init__(self, cfg: CriticConfig, task, engine, tokenizer, logger, seed: int, bc_dir: Path, head: bool,
+                 info: TaskInfo, privileged: bool, chunk: int, checkpointer: Checkpointer | None = None):
+        self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
+        self.seed, self.checkpointer, self.head = seed, checkpointer, head
+        lm = load_lm(bc_dir)
+        self.max_length = model_max_length(lm)
+        rule = HeadValue() if head else LogRatio(cfg.beta, "mean")
+        items = trajectory_items(task, info, tokenizer, self.max_length, privileged, rule,
+                                 cfg.pairs or cfg.steps * cfg.batch_size, cfg.sample_turns, cfg.exact_scores, chunk,
+                                 seed, aggregate=cfg.aggregate, kl_coef=0.0 if head else cfg.kl_coef)
+        setup_offline(self, ValueModel(lm, 0, True) if head else lm, items)
+        self.reference = engine.prepare_frozen(load_lm(bc_dir)) if rule.uses_reference else None
+
+    def save(self, directory: Path) -> None:
+        """The critic LM (a value head critic: its trunk, and the head beside it) with the tokenizer."""
+        model = self.engine.unwrap()
+        (model.lm if self.head else model).save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        if self.head:
+            # host copies: the file loads anywhere, whatever device the head trained on
+            torch.save({k: v.detach().cpu() for k, v in model.v_head.state_dict().items()},
+                       Path(directory) / "value_head.pt")
+
+
+def critic_checkpoint(cfg, task, engine, tokenizer, logger, seed: int, bc_dir: Path) -> Path:
+    """The critic stage of a `SweetConfig`: trained once, cached by (dataset, BC stage, critic config, c, seed)."""
+    if cfg.critic_from:
+        return Path(cfg.critic_from)
+    info = task_info_for(cfg.task_info, task.name)
+    blob = json.dumps({"data": task.dataset_path().name, "bc": str(bc_dir), "critic": cfg.critic,
+                       "privileged": cfg.privileged, "stage": dataclasses.asdict(cfg.critic_stage),
+                       "info": dataclasses.asdict(info), "seed": seed}, sort_keys=True, default=str)
+    path = task.cache_dir / "sweet_critic" / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
+    with file_lock(task.cache_dir / "locks" / f"sweet_critic_{task.name}_{path.name}.lock"):
+        if broadcast_object((path / "config.json").exists()):
+            log.info("reusing the cached SWEET critic %s", path)
+            return path
+        log.info("training the SWEET critic (cached afterwards in %s)", path)
+        partial = path.with_name(path.name + ".partial")
+        stage = CriticStage(cfg.critic_stage, task, engine.spawn(), tokenizer, StageLogger(logger, "critic_stage"), seed,
+                            bc_dir, cfg.critic == "head", info, cfg.privileged, cfg.score_batch_size,
+                            Checkpointer(partial / "checkpoints", every=max(1, cfg.critic_stage.steps // 4)))
+        metrics = stage.fit()
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        with stage.engine.gathered():
+            if is_main():
+                stage.save(tmp)
+                (tmp / "critic_metrics.json").write_text(json.dumps(metrics, indent=2))
+                os.replace(tmp, path)
+                shutil.rmtree(partial, ignore_errors=True)
+        barrier()
+    return path
+
+
+# -- scoring candidate turns with a trained critic ------------------------------------------------------------
+def continuation_scores(model, prefixes, owner, conts, pad_id) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p of every candidate token after its state's prefix [R, C], and the candidate tokens' mask [R, C]."""
+    if not all(len(c) for c in conts):
+        raise ValueError("an empty candidate turn has no tokens to score")
+    first, out, ids, mask = continue_prefixes(model, prefixes, owner, conts, pad_id)
+    return continuation_logprobs(first, out.logits, ids), mask
+
+
+class RatioScorer:
+    """A(o_t, a, c) = beta * (mean log pi_critic(a) - mean log pi_ref(a)), the prefix run once per state."""
+
+    def __init__(self, critic_dir: Path, bc_dir: Path, beta: float, engine):
+        self.model = fast_lm(engine.place(load_lm(critic_dir)).eval())
+        self.ref = fast_lm(engine.place(load_lm(bc_dir)).eval())
+        self.beta = beta
+
+    def scores(self, prefixes, owner, conts, pad_id) -> list[float]:
+        logp, mask = continuation_scores(self.model, prefixes, owner, conts, pad_id)
+        ref, _ = continuation_scores(self.ref, prefixes, owner, conts, pad_id)
+        return ratio_advantages(logp, ref, mask, self.beta).tolist()  # each row is one turn
+
+
+class HeadScorer:
+    """A(o_t, a, c) = the value head after the candidate's last token."""
+
+    def __init__(self, critic_dir: Path, bc_dir: Path, beta: float, engine):
+        value = ValueModel(load_lm(critic_dir), 0, True)
+        value.v_head.load_state_dict(torch.load(Path(critic_dir) / "value_head.pt", map_location="cpu"))
+        self.model = engine.place(value).eval()
+
+    def scores(self, prefixes, owner, conts, pad_id) -> list[float]:
+        _, out, _, mask = continue_prefixes(self.model, prefixes, owner, conts, pad_id)
+        last = (mask.sum(1) - 1)[:, None]
+        return out.v.gather(1, last).squeeze(1).float().tolist()
+
+
+SCORERS = {"lm": RatioScorer, "head": HeadScorer}

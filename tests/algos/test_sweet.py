@@ -1,0 +1,129 @@
+"""SWEET-RL and group PG: the trajectory-pair objective's score, every ablation for one step, `debug=smoke`
+end to end on PO maze and Wordle."""
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, context_sequences
+from lmrl.algos.turn_losses import bradley_terry_loss
+from lmrl.data.packed import PackedSequences
+from lmrl.data.tokenize import SegmentEncoder, collate
+from lmrl.dist import TorchEngine
+from tests.device_check import DEVICE, device_check, report
+from tests.e2e import run_cli
+from tests.one_step import built, one_step_and_turn, weights  # noqa: F401 (fixture)
+
+
+def pairs_over(task, tokenizer, model, sample_turns: int, exact: bool) -> tuple[TrajectoryPairs, torch.nn.Module]:
+    """Two pairs over three of the task's episodes (windowed maze FO: one sequence per move)."""
+    episodes = list(task.episodes())[:3]
+    encode, offsets, seqs = SegmentEncoder(tokenizer), [0], []
+    for ep in episodes:
+        part = context_sequences(ep, None, encode, task.history_window, 128)
+        seqs, offsets = seqs + part, offsets + [offsets[-1] + len(part)]
+    items = TrajectoryPairs(PackedSequences.build(seqs), offsets, [(0, 1), (0, 2)], LogRatio(0.5, "mean"),
+                            sample_turns, exact, 16, tokenizer.pad_token_id, seed=0)
+    return items, model
+
+
+def full_loss(items: TrajectoryPairs, model, reference) -> torch.Tensor:
+    """The same Bradley-Terry loss computed the plain way: every turn of every trajectory differentiated."""
+    scores, rule = [], LogRatio(1.0, "mean")
+    for t in range(3):
+        batch = collate([items.seqs[i] for i in range(items.traj_offsets[t], items.traj_offsets[t + 1])],
+                        items.pad_id)
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+        scores.append(0.5 * (rule.sequence_scores(model(**inputs), batch)
+                             - rule.sequence_scores(reference(**inputs), batch)).sum())
+    return bradley_terry_loss(torch.stack([scores[0], scores[0]]), torch.stack([scores[1], scores[2]]))[0]
+
+
+def test_exact_scores_give_the_plain_loss_and_its_gradient(built):
+    task, model, tokenizer, _ = built
+    torch.manual_seed(0)
+    trained, reference = model, type(model)(model.config).eval()  # a reference that differs from the model
+    items, _ = pairs_over(task, tokenizer, trained, sample_turns=2, exact=True)
+    batch = items.collate([0, 1], step=0)
+    loss, _ = items.loss(lambda **b: trained(**b), lambda **b: reference(**b), batch)
+    plain = full_loss(items, trained, reference)
+    assert loss.item() == pytest.approx(plain.item(), rel=1e-4)  # sums of ~100 turns, batched differently
+    # all turns sampled: the gradient is the plain one too
+    items_all, _ = pairs_over(task, tokenizer, trained, sample_turns=0, exact=True)
+    grads = []
+    for lossfn in (lambda: items_all.loss(lambda **b: trained(**b), lambda **b: reference(**b),
+                                          items_all.collate([0, 1], step=0))[0], lambda: full_loss(items, trained, reference)):
+        trained.zero_grad()
+        lossfn().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in trained.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("flags", [[], ["algo.privileged=false"], ["algo.critic=head"], ["algo.mode=trajectory_dpo"]])
+def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_path):
+    """Each ablation's critic stage, candidates and actor step, with the model on a second (virtual) device:
+    no op mixes devices (tests/test_devices.py runs the default variant the same way)."""
+    with device_check() as violations:
+        trainer, metrics, before = one_step_and_turn("sweet", TorchEngine(device=str(DEVICE)), built, tmp_path, *flags)
+    assert not violations, f"{flags}: ops mixing devices:\n{report(violations)}"
+    assert torch.isfinite(torch.tensor(metrics["train_loss"]))
+    assert any(not torch.equal(a, b) for a, b in zip(weights(trainer), before))
+
+
+def test_group_pg_pins_k_rollouts_per_start_and_gives_each_episode_its_group_advantage(built, tmp_path):
+    """Starts: k copies of one task's reset options per group, each with its own seed.  Update: every decision
+    token of episode i carries A_i = (R_i - mean) / std of its group; an episode at its group's mean is left out."""
+    trainer, _, before = one_step_and_turn("group_pg", TorchEngine(device="cpu"), built, tmp_path,
+                                           "smoke.episodes_per_round=4", "algo.k=2")
+    assert any(not torch.equal(a, b) for a, b in zip(weights(trainer), before))  # the update ran
+    options, seeds = trainer.start_states(0)
+    assert options[0] == options[1] and options[2] == options[3] and options[0] != options[2]
+    assert len(set(seeds)) == 4
+    task = trainer.task
+    eps = list(task.episodes())[:3]
+    same = lambda ep, r: dataclasses.replace(ep, info={**ep.info, "start": [1, 1]}, rewards=[0.0] * (len(ep.rewards) - 1) + [r])  # noqa: E731
+    group = [same(eps[0], 1.0), same(eps[1], 3.0), same(eps[2], 2.0)]  # mean 2: A = -1.22, +1.22, 0
+    captured = []
+    trainer.optimize = lambda samples, round_idx: captured.extend(samples) or {}
+    logs = trainer.update(group, 0)
+    assert logs["groups"] == 1 and logs["episodes_with_signal"] == 2
+    n0, n1 = (len(trainer.link_sequences(ep)) for ep in group[:2])
+    assert len(captured) == n0 + n1  # the episode at the mean adds no sequence
+    a = 1 / math.sqrt(2 / 3)
+    for sample, sign in zip(captured, [-1] * n0 + [1] * n1):
+        assert sample.advantages.shape == sample.old_logp.shape
+        torch.testing.assert_close(sample.advantages, torch.full_like(sample.old_logp, sign * a), atol=1e-5, rtol=0)
+
+
+# debug=smoke shrunk further for the fast tier (`make test-slow` runs plain debug=smoke on every task):
+# 4 steps of 4 (pairs, sequences), one evaluation episode, group PG rounds of one group of 2 episodes.
+FAST = ["debug=smoke", "smoke.steps=4", "smoke.batch_size=4", "smoke.episodes_per_round=2", "task.eval.max_starts=1"]
+# Group PG's maze rollouts stop at 20 moves (SWEET-RL replays the dataset's episodes of up to 100: it keeps 100).
+FAST_PAIR = {("maze_po", "group_pg"): ["task.env.max_steps=20"]}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One cache for the smoke runs: a task's dataset and BC stage are built once, for both algorithms."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.mark.parametrize("task", ["maze_po", "wordle"])
+@pytest.mark.parametrize("algo", ["sweet", "group_pg"])
+def test_smoke_end_to_end(task, algo, cache, tmp_path):
+    overrides = [f"task={task}", f"algo={algo}", *FAST, *FAST_PAIR.get((task, algo), [])]
+    metrics = run_cli("lmrl.train", overrides, tmp_path / "run", cache)
+    assert metrics["algo"] == algo and metrics["episodes"] == 1
+    if algo == "sweet":
+        assert torch.isfinite(torch.tensor(metrics["train_loss"]))
+        assert metrics["sweet/pairs"] > 0 and metrics["train_steps"] == 4
+        assert list((cache / "sweet_critic" / task).glob("*/config.json"))  # the cached critic stage
+    else:
+        rounds = (tmp_path / "run" / "rounds.csv").read_text().splitlines()
+        assert len(rounds) == 3 and "groups" in rounds[0]
+    assert (tmp_path / "run" / "checkpoint" / "model.safetensors").exists()
+    assert len(list((cache / "bc" / task).glob("*/config.json"))) == 1  # both algorithms start from one BC stage
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["task"] == task
