@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from lmrl.dist import Autocast, OptimConfig, TorchEngine, init_distributed, is_main, param_groups, warmup_cosine
+from lmrl.dist import (Autocast, OptimConfig, TorchEngine, init_distributed, is_main, param_groups, resolve_precision,
+                       warmup_cosine)
 from lmrl.threads import set_threads
 
 
@@ -49,11 +50,12 @@ class DeepSpeedEngine:
                  threads: int | None = None, compile: bool = False):
         if stage not in (1, 2, 3):
             raise ValueError(f"ZeRO stage must be 1, 2 or 3, got {stage}")
-        if precision not in ("fp32", "bf16", "fp16"):
-            raise ValueError(f"precision must be fp32, bf16 or fp16, got {precision!r}")
+        if precision not in ("fp32", "bf16", "fp16", "auto"):
+            raise ValueError(f"precision must be fp32, bf16, fp16 or auto, got {precision!r}")
         if offload_param and stage != 3:
             raise ValueError("offload_param needs ZeRO stage 3")
-        self.stage, self.precision = stage, precision
+        self.ds = None
+        self.stage, self.precision = stage, resolve_precision(precision, self.device)
         self.offload_optimizer, self.offload_param, self.ds_optimizer = offload_optimizer, offload_param, ds_optimizer
         self.extra = dict(config or {})
         self.init_kwargs = {"stage": stage, "precision": precision, "offload_optimizer": offload_optimizer,
@@ -62,7 +64,6 @@ class DeepSpeedEngine:
         self.compile = compile
         self.threads = set_threads(threads)  # the config's count, else this rank's share of its cores
         self.sharded = stage == 3
-        self.ds = None
         self.frozen: list = []
         self.global_step = 0
 

@@ -252,6 +252,25 @@ def read_step(directory: Path) -> int | None:
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def native_bf16(device: torch.device, cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the device computes bf16 natively: a CUDA GPU that supports it (Ampere or newer), or a CPU
+    with AVX-512 BF16 or AMX (`cpuinfo` lists its flags)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type != "cpu" or not cpuinfo.exists():
+        return False
+    flags = set(cpuinfo.read_text().split())
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """`auto`: bf16 where the device has it natively (measured on this project's CPU, AVX-512 BF16: a BC
+    step 1.16x at 64 maze sequences, 1.4-1.6x at 8k tokens or a 4 x 256 model; `make bench`), else fp32."""
+    if precision != "auto":
+        return precision
+    return "bf16" if native_bf16(device) else "fp32"
+
+
 def autocast(device: torch.device, precision: str):
     dtype = AUTOCAST[precision]
     return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
@@ -285,12 +304,12 @@ class TorchEngine:
 
     def __init__(self, device: str = "auto", precision: str = "fp32", threads: int | None = None,
                  compile: bool = False, fused_adamw: bool = True):
-        if precision not in AUTOCAST:
-            raise ValueError(f"precision must be one of {', '.join(AUTOCAST)}, got {precision!r}")
+        if precision not in (*AUTOCAST, "auto"):
+            raise ValueError(f"precision must be one of {', '.join(AUTOCAST)} or auto, got {precision!r}")
         if device == "auto":
             device = f"cuda:{local_cuda_index(topology()[2])}" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.precision = precision
+        self.precision = resolve_precision(precision, self.device)
         self.init_kwargs = {"device": device, "precision": precision, "threads": threads, "compile": compile,
                             "fused_adamw": fused_adamw}
         self.compile = compile
@@ -300,7 +319,7 @@ class TorchEngine:
         self.optimizer = None
         self.scheduler = None
         # fp16 needs loss scaling (its range underflows small gradients); bf16 and fp32 do not
-        self.scaler = torch.amp.GradScaler(self.device.type) if precision == "fp16" else None
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
         # One fused AdamW kernel (3-10x the multi-tensor one's speed on this CPU too: `make bench`); it can
         # skip a step on the device, so the non-finite guard needs no host sync
         self.fused = fused_adamw and self.device.type in ("cuda", "cpu")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lmrl.dist import OptimConfig, TorchEngine
+from lmrl.dist import OptimConfig, TorchEngine, native_bf16, resolve_precision
 
 
 def linear_engine(**kwargs) -> TorchEngine:
@@ -87,3 +87,17 @@ def test_compiled_engine_matches_eager():
         return losses
 
     assert run(True) == pytest.approx(run(False), rel=1e-4)
+
+
+def test_auto_precision_is_bf16_only_where_the_cpu_computes_it(tmp_path):
+    with_bf16, without = tmp_path / "with", tmp_path / "without"
+    with_bf16.write_text("flags\t\t: fpu sse avx512f avx512_bf16 amx_tile\n")
+    without.write_text("flags\t\t: fpu sse avx2 avx512f\n")
+    cpu = torch.device("cpu")
+    assert native_bf16(cpu, with_bf16) and not native_bf16(cpu, without)
+    assert not native_bf16(cpu, tmp_path / "absent")  # no flags to read: fp32
+    assert resolve_precision("fp16", cpu) == "fp16" and resolve_precision("fp32", cpu) == "fp32"
+    engine = TorchEngine(device="cpu", precision="auto")
+    assert engine.precision == ("bf16" if native_bf16(cpu) else "fp32")
+    with pytest.raises(ValueError, match="fp32, bf16, fp16 or auto"):
+        TorchEngine(device="cpu", precision="half")

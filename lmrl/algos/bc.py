@@ -342,7 +342,8 @@ def lm_policy(model, tokenizer, task, eval_cfg, seed: int, logits_hook=None) -> 
 def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int) -> Path:
     """The BC stage RL starts from: trained once, cached by (dataset, model, BC config, seed)."""
     blob = json.dumps({"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
-                       "bc": dataclasses.asdict(cfg), "seed": seed}, sort_keys=True, default=str)
+                       "bc": dataclasses.asdict(cfg), "seed": seed, "precision": engine.precision},
+                      sort_keys=True, default=str)
     path = task.cache_dir / "bc" / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
     # concurrent sweep jobs train it once
     with file_lock(task.cache_dir / "locks" / f"bc_{task.name}_{path.name}.lock"):
