@@ -339,30 +339,39 @@ def lm_policy(model, tokenizer, task, eval_cfg, seed: int, logits_hook=None) -> 
                     eval_cfg.temperature, eval_cfg.batch_size, seed, logits_hook)
 
 
-def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int) -> Path:
-    """The BC stage RL starts from: trained once, cached by (dataset, model, BC config, seed)."""
-    blob = json.dumps({"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
-                       "bc": dataclasses.asdict(cfg), "seed": seed, "precision": engine.precision},
-                      sort_keys=True, default=str)
-    path = task.cache_dir / "bc" / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
-    # concurrent sweep jobs train it once
-    with file_lock(task.cache_dir / "locks" / f"bc_{task.name}_{path.name}.lock"):
+def cached_stage(task, kind: str, key: dict, what: str, build) -> Path:
+    """A training stage trained once and cached under `<cache>/<kind>/<task>/<hash of key>`; concurrent
+    sweep jobs train it once.  `build(partial, tmp)` trains (checkpointing under `partial`, so a killed run
+    resumes the stage instead of retraining it) and writes the finished stage to `tmp` (main process)."""
+    blob = json.dumps(key, sort_keys=True, default=str)
+    path = task.cache_dir / kind / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
+    with file_lock(task.cache_dir / "locks" / f"{kind}_{task.name}_{path.name}.lock"):
         if broadcast_object((path / "config.json").exists()):
-            log.info("reusing the cached BC stage %s", path)
+            log.info("reusing the cached %s %s", what, path)
             return path
-        log.info("training the BC stage (cached afterwards in %s)", path)
-        # The stage checkpoints beside its cache entry, so a killed RL run does not retrain it from scratch.
+        log.info("training the %s (cached afterwards in %s)", what, path)
         partial = path.with_name(path.name + ".partial")
-        trainer = BCTrainer(cfg, task, engine.spawn(), model, tokenizer, StageLogger(logger, "bc_stage"), seed,
-                            checkpointer=Checkpointer(partial / "checkpoints", every=max(1, cfg.steps // 4)))
-        trainer.fit()
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        trainer.engine.save(tmp, tokenizer)
+        build(partial, tmp)
         if is_main():
             os.replace(tmp, path)
             shutil.rmtree(partial, ignore_errors=True)
         barrier()
     return path
+
+
+def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int) -> Path:
+    """The BC stage RL starts from: trained once, cached by (dataset, model, BC config, seed, precision)."""
+    key = {"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
+           "bc": dataclasses.asdict(cfg), "seed": seed, "precision": engine.precision}
+
+    def build(partial: Path, tmp: Path) -> None:
+        trainer = BCTrainer(cfg, task, engine.spawn(), model, tokenizer, StageLogger(logger, "bc_stage"), seed,
+                            checkpointer=Checkpointer(partial / "checkpoints", every=max(1, cfg.steps // 4)))
+        trainer.fit()
+        trainer.engine.save(tmp, tokenizer)
+
+    return cached_stage(task, "bc", key, "BC stage", build)
 
 
 def start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed: int) -> Path:

@@ -12,14 +12,11 @@ at dataset states, each state's prefix run once.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import logging
 import math
-import os
 import random
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,19 +24,18 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from lmrl.algos.base import OptimFields
-from lmrl.algos.bc import BCTrainer
+from lmrl.algos.bc import BCTrainer, cached_stage
 from lmrl.algos.privileged import TaskInfo, task_info_for
 from lmrl.algos.sweet_data import HeadValue, LogRatio, TrajectoryPairs, TrajectorySource
 from lmrl.algos.turn_losses import ratio_advantages, trajectory_pairs
 from lmrl.checkpoint import Checkpointer
 from lmrl.data.tokenize import SegmentEncoder
-from lmrl.dist import OptimConfig, barrier, broadcast_object, is_main, rank, world_size
+from lmrl.dist import OptimConfig, is_main, rank, world_size
 from lmrl.models.factory import model_max_length
 from lmrl.models.fused import fast_lm
 from lmrl.models.value import ValueModel
 from lmrl.rollout.candidates import continuation_logprobs, continue_prefixes
 from lmrl.tracking import StageLogger
-from lmrl.utils import file_lock
 
 log = logging.getLogger(__name__)
 AGGREGATES = ("sum", "mean")
@@ -190,29 +186,20 @@ def critic_checkpoint(cfg, task, engine, tokenizer, logger, seed: int, bc_dir: P
     if cfg.critic_from:
         return Path(cfg.critic_from)
     info = task_info_for(cfg.task_info, task.name)
-    blob = json.dumps({"data": task.dataset_path().name, "bc": str(bc_dir), "critic": cfg.critic,
-                       "privileged": cfg.privileged, "stage": dataclasses.asdict(cfg.critic_stage),
-                       "info": dataclasses.asdict(info), "seed": seed}, sort_keys=True, default=str)
-    path = task.cache_dir / "sweet_critic" / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
-    with file_lock(task.cache_dir / "locks" / f"sweet_critic_{task.name}_{path.name}.lock"):
-        if broadcast_object((path / "config.json").exists()):
-            log.info("reusing the cached SWEET critic %s", path)
-            return path
-        log.info("training the SWEET critic (cached afterwards in %s)", path)
-        partial = path.with_name(path.name + ".partial")
+    key = {"data": task.dataset_path().name, "bc": str(bc_dir), "critic": cfg.critic, "privileged": cfg.privileged,
+           "stage": dataclasses.asdict(cfg.critic_stage), "info": dataclasses.asdict(info), "seed": seed}
+
+    def build(partial: Path, tmp: Path) -> None:
         stage = CriticStage(cfg.critic_stage, task, engine.spawn(), tokenizer, StageLogger(logger, "critic_stage"), seed,
                             bc_dir, cfg.critic == "head", info, cfg.privileged, cfg.score_batch_size,
                             Checkpointer(partial / "checkpoints", every=max(1, cfg.critic_stage.steps // 4)))
         metrics = stage.fit()
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         with stage.engine.gathered():
             if is_main():
                 stage.save(tmp)
                 (tmp / "critic_metrics.json").write_text(json.dumps(metrics, indent=2))
-                os.replace(tmp, path)
-                shutil.rmtree(partial, ignore_errors=True)
-        barrier()
-    return path
+
+    return cached_stage(task, "sweet_critic", key, "SWEET critic", build)
 
 
 # -- scoring candidate turns with a trained critic ------------------------------------------------------------

@@ -86,3 +86,23 @@ def test_token_budget_epochs_resume_at_any_batch():
     full = list(itertools.islice(trainer.batches(seqs), 40))
     for k in (1, 7, 19, 33):
         assert list(itertools.islice(trainer.batches(seqs, start=k), 40 - k)) == full[k:]
+
+
+def test_a_cached_stage_is_built_once_and_its_partial_checkpoints_removed(tmp_path):
+    from types import SimpleNamespace
+
+    from lmrl.algos.bc import cached_stage
+
+    task, built = SimpleNamespace(cache_dir=tmp_path, name="maze_fo"), []
+
+    def build(partial, tmp):
+        built.append(tmp)
+        (partial / "checkpoints").mkdir(parents=True)
+        tmp.mkdir()
+        (tmp / "config.json").write_text("{}")
+
+    first = cached_stage(task, "bc", {"seed": 0}, "BC stage", build)
+    assert cached_stage(task, "bc", {"seed": 0}, "BC stage", build) == first and len(built) == 1
+    assert (first / "config.json").exists() and first.parent == tmp_path / "bc" / "maze_fo"
+    assert not first.with_name(first.name + ".partial").exists() and not built[0].exists()
+    assert cached_stage(task, "bc", {"seed": 1}, "BC stage", build) != first and len(built) == 2  # another key
