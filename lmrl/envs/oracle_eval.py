@@ -169,6 +169,7 @@ HELDOUT_SETS = {
     "twenty_questions_everyday_v4": ("twenty_questions", lambda oracle, items: score_yes_no(oracle, items, "object")),
 }
 DEV_SETS = {"twenty_questions_dev": HELDOUT_SETS["twenty_questions_everyday"],
+            "twenty_questions_dev2": HELDOUT_SETS["twenty_questions_everyday"],
             "guess_my_city_dev": HELDOUT_SETS["guess_my_city_everyday"]}
 
 
