@@ -86,19 +86,36 @@ _LIST_SEPARATORS = re.compile(r"[,;/?!]|\bor\b|\band\b")
 _PEOPLE_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:do|does|did|can|could|would|will|should|have|has|had)\s+(?:you|people|we|i|"
                              r"someone|"
                              r"somebody|anyone|kids|children|humans|adults|players)\b")
+# How many people do it ("Can two people sit on it?"): only an attribute about many people may answer.
+_COUNTED_PEOPLE = re.compile(r"^(?:\w+\s+)??(?:do|does|did|can|could|would|will|should)\s+(?:a few|a couple of|a group of|"
+                             r"lots of|two|three|four|five|six|several|many|multiple)\s+(?:people|persons|kids|children|"
+                             r"adults|players|riders|passengers|friends)\b")
+_MANY_WORDS = frozenset(stem(w) for w in "many lots several group crowd".split())
 _NOT_PEOPLE_FAMILIES = frozenset({"behaviour", "sound", "life"})
 # A class is asked as what it is ("Is it a ball?", "a kind of fruit"), not as what you do ("Do you catch a ball with it?");
 # a part as what it has ("Does it have a roof?"), not where it goes ("Can it land on a roof?").
 _IS_FORM = re.compile(r"^(?:\w+\s+)??(?:is|are|was|were|could it be|would it be|can it be|might it be)\b|"
                       r"\b(?:kind|type|sort|form) of\b|\bcount as\b|\bconsider|\bas an?\b")
 _HAVE_FORM = re.compile(r"\b(?:have|has|had|having|with|got|there|contain|contains|come with|comes with|its|their|"
-                        r"covered|equipped|need|needs|powered by|on it|on them|in it)\b|"
+                        r"covered|equipped|need|needs|powered by|on it|on them|in it|it use|they use)\b|"
                         r"\b(?:up|stand|stands|standing|walk|walks|run|runs|move|moves|rest|rests) on\b")
 # A word after an article, ending the phrase, is a noun: "come on a roll" does not ask whether it rolls ("a living
 # thing" has an adjective there).
 _AFTER_ARTICLE = re.compile(r"\b(?:a|an|the|some|any|my|your|its)\s+(\w+)(?=\s*(?:$|[?.!,]|\s+(?:of|on|in|at|for|with|"
                             r"from|to|and|or)\b))")
 _VERB_FAMILIES = frozenset({"behaviour", "sound", "life"})
+# and so is a plural right after a preposition ("put on rings" does not ask whether it rings)
+_AFTER_PREPOSITION = re.compile(r"\b(?:on|in|into|onto|with|from|of|for|at|by|under|over)\s+(\w+s)\b")
+# A sense after a taste or feel word ("Is it sweet to eat?", "soft to the touch"): it asks the word alone.
+# Only words of that sense: "hard to eat" says difficult, "nice to eat" is a liking.
+_SENSE = re.compile(r"^(?P<be>(?:is|are) (?:it|they)) (?:(?P<adjective>sweet|sour|salty|bitter|spicy|juicy|crunchy|creamy) "
+                    r"to (?:eat|taste|the taste)|(?P<feel>soft|smooth|rough|furry|fluffy|sticky|cold|warm|wet|dry) "
+                    r"to (?:touch|the touch|feel))\W*$")
+# How it is to eat ("Is it hard to eat?", "nice to eat"): a liking or an effort, not stored (not "healthy").
+_HOW_IT_EATS = re.compile(r"^(?:is|are) (?:it|they) (?:very |really |too )?(?:nice|hard|easy|difficult|fun|tasty|pleasant|"
+                          r"messy|tricky) to (?:eat|drink)\b")
+# A part named where something is done ("ride on its back", "carry it in their mouth"): the question is not about it.
+_ON_ITS = re.compile(r"\b(?:on|in|into|onto|under|from|at|by|over|across|behind|off|around|to)\s+(?:its|their)\s+(\w+)")
 _ARTICLE_NOUN = re.compile(r"(?<!from )(?<!of )\b(?:a|an|the|some|any)\s+(\w+)")  # "from a plant" is a class
 # What people have done ("Have people walked on it?", "Have you ever eaten one?"): history or the asker's experience.
 _EXPERIENCE = re.compile(r"^(?:\w+\s+)??(?:have|has)\s+(?:you|people|we|i|they|anyone|someone|somebody|humans|"
@@ -217,6 +234,8 @@ class TwentyQuestionsOracle:
         # what a living thing does ("bark", "eat plants"): never asked as "do you ...?"
         self._it_only = {a.id for a in self.kb.attributes if a.verbs and {f for f, _ in a.verbs} == {"it"}
                          and a.family in ("life", "behaviour", "sound", "food")}
+        self._about_many = {a.id for a in self.kb.attributes if _MANY_WORDS & {stem(w) for w in tokens(" ".join(
+            [a.question, *(p for _, ps in a.verbs for p in ps), *self._examples.get(a.id, [])]))}}
         self._index = None
         self._parses: dict[str, Parse] = {}
 
@@ -279,6 +298,12 @@ class TwentyQuestionsOracle:
     def prefetch(self, questions: Sequence[str]) -> None:
         """Parse many questions with one batched embedding pass (results are cached)."""
         todo = [q for q in dict.fromkeys(questions) if q not in self._parses]
+        senses = {q: _SENSE.match(clean(q)) for q in todo}
+        plain = {q: f"{m.group('be')} {m.group('adjective') or m.group('feel')}?" for q, m in senses.items() if m}
+        if plain:  # "Is it sweet to eat?" asks "Is it sweet?"
+            self.prefetch(list(plain.values()))
+            self._parses.update({q: self._parses[p] for q, p in plain.items()})
+            todo = [q for q in todo if q not in plain]
         rules = [(q, self._rule_parse(q)) for q in todo]
         need = [q for q, parse in rules if parse is None or parse.kind == "match"]
         ranked = dict(zip(need, self.index.ranked_batch([clean(q) for q in need], k=8))) if need else {}
@@ -341,10 +366,14 @@ class TwentyQuestionsOracle:
         own = self._intent_words[intent]
         if intent in _RULE_ONLY or (families and attribute.family not in families):
             return False
+        if text and _COUNTED_PEOPLE.search(text) and intent not in self._about_many:
+            return False
         if people and (attribute.family in _NOT_PEOPLE_FAMILIES or intent in self._it_only):
             return False  # "Do you ...?" asks what people do with it, not what it does
         if (words - own) & self._property_words:
             return False  # it names another property or object ("feathers" is not fur)
+        if text and attribute.family != "part" and {stem(w) for w in _ON_ITS.findall(text)} - own:
+            return False  # "Can you sit on its back?" is not whether you sit on it
         if any(_OPPOSITES.get(w) in own for w in words - own):
             return False  # it names the opposite ("wake" is not "sleep")
         shared = words & own
@@ -352,12 +381,14 @@ class TwentyQuestionsOracle:
                 and shared <= {stem(w) for w in _ARTICLE_NOUN.findall(text)}:
             return False  # "Do you catch a ball with it?" is not "Is it a ball?"
         if text and shared and attribute.family in _VERB_FAMILIES \
-                and shared <= {stem(w) for w in _AFTER_ARTICLE.findall(text)}:
-            return False  # "Does it come on a roll?": the shared word is a noun there, not what it does
+                and shared <= {stem(w) for w in _AFTER_ARTICLE.findall(text) + _AFTER_PREPOSITION.findall(text)}:
+            return False  # "Does it come on a roll?", "Is it put on rings?": the shared word is a noun there
         if attribute.family == "part":  # a part is asked by its noun, as something it has, not with a verb of doing
             nouns = {stem(w) for n in attribute.nouns for w in tokens(n)}
             said = words & nouns or {w for w in words if any(w.startswith(n) for n in nouns)}  # "furry": fur
             as_noun = said and said <= {stem(w) for w in _ARTICLE_NOUN.findall(text)}
+            if said and said <= {stem(w) for w in _ON_ITS.findall(text)}:
+                return False
             return bool(said) and not words & _ACTION_VERBS \
                 and (not text or bool(_HAVE_FORM.search(text)) or (bool(_IS_FORM.search(text)) and not as_noun))
         return True
@@ -379,7 +410,7 @@ class TwentyQuestionsOracle:
         if obj is not None:  # "Is it orange?": the colour, and a win if the orange is the secret
             colour = self.rules.parse(text, remainder)
             return Parse("attribute", colour.target, terms=colour.terms, guess=obj.name)
-        if _WH_START.search(text) or _EXPERIENCE.search(text):
+        if _WH_START.search(text) or _EXPERIENCE.search(text) or _HOW_IT_EATS.search(text):
             return UNKNOWN_PARSE
         parse = self.rules.parse(text, strip_frame(text, keep_commas=True))
         if parse is not None:
@@ -448,8 +479,11 @@ class TwentyQuestionsOracle:
         if parse.guess and parse.guess == self.kb.object(secret).name:
             return Reply(YES, True, parse)
         value = self.value(secret, parse)
-        if value is None and parse.kind == "unknown" and self.facts.says_yes(self.kb.object(secret).name, clean(question)):
-            value = True  # no attribute holds it, but one of the object's everyday facts does (yes-only)
+        # the attributes cannot tell, but one of the object's everyday facts does (yes-only); where an attribute is
+        # unsure, only a fact in the same form ("Is it a plant?" is not "grows on low plants")
+        if value is None and parse.kind != "guess" \
+                and self.facts.says_yes(self.kb.object(secret).name, clean(question), parse.kind == "unknown"):
+            value = True
         correct = parse.kind == "guess" and value is True
         return Reply(UNKNOWN if value is None else YES if value else NO, correct, parse)
 

@@ -42,6 +42,8 @@ _FILLER_REST = re.compile(r"\b(?:at all|ever|often|usually|normally|much|a lot|r
 _CONDITION = re.compile(r"\s*(?:,|\b(?:when|whenever|if|while|because|without|before|after|once|like|at once)\b).*$")
 # Uses done "on" a device as with a tool ("play music on it"); other "with" verbs "on"/"in" it mean a surface or a
 # vessel ("chop vegetables on it"), unless the attribute's own wordings use them so ("fry food in it").
+# Verbs whose subject is who does them, never a tool: "does it drink milk?" is not "do you drink milk from it?".
+_DOER_VERBS = frozenset(stem(w) for w in "drink eat wear sleep breathe".split())
 _ON_DEVICE = frozenset(stem(w) for w in "play listen watch call phone text type record hear".split())
 # What "shaped like / looks like a <noun>" says when the noun is a plain shape.
 _SHAPE_NOUNS = {**dict.fromkeys(("ball", "circle", "sphere", "globe", "orb", "disc", "disk", "ring", "wheel"), "round"),
@@ -93,6 +95,12 @@ def _key(phrase: str) -> tuple[str, ...]:
     return tuple(stems(phrase))
 
 
+def _plural_keys(noun: str) -> set[tuple[str, ...]]:
+    """A noun's key, and its plural's where the stems differ ("movie" is "movi", "movies" "movy")."""
+    key = _key(noun)
+    return {key, _key(re.sub(r"ie$", "ies", noun))}
+
+
 class PropertyRules:
     """Rule readings of property questions against one knowledge base (see the module docstring)."""
 
@@ -116,7 +124,7 @@ class PropertyRules:
             for form, phrases in a.verbs:
                 for phrase in phrases:
                     self.verbs.setdefault(form, {})[_key(phrase)] = a.id
-            self.objects[a.id] = {_key(noun): frozenset(names) for noun, names in a.objects}
+            self.objects[a.id] = {key: frozenset(names) for noun, names in a.objects for key in _plural_keys(noun)}
         self.materials = {_key(k): v for k, v in REFERENCES["material_kinds"].items()}
         self.it_heads = {key[0] for key in self.verbs.get("it", {})} - _LIGHT_VERBS
         self.words = {w for table in (*self.nouns.values(), *self.verbs.values()) for key in table for w in key}
@@ -186,8 +194,12 @@ class PropertyRules:
             return None
         modified = re.fullmatch(r"(?:an?\s+)?(?P<mod>[a-z]+)\s+(?P<noun>[a-z]+(?:\s+[a-z]+)?)", text)
         if modified and modified.group("mod") not in _FUNCTION and self.lookup("class", modified.group("noun")):
+            noun = self.lookup("class", modified.group("noun"))
+            mod = self.lookup("class", modified.group("mod"))
+            if mod and mod != noun:  # "a pet animal": yes when both hold ("a toy animal" may be neither's)
+                return attribute_parse([Term(mod, yes_only=True), Term(noun, yes_only=True)])
             # "a percussion instrument": a no holds, a yes cannot be checked
-            return attribute_parse([Term(self.lookup("class", modified.group("noun")), restricted=True)])
+            return attribute_parse([Term(noun, restricted=True)])
         return self._material(text) or size_word(text)
 
     def _place_qualifier(self, text: str) -> tuple[str, str]:
@@ -330,13 +342,17 @@ class PropertyRules:
         attribute = self.verbs.get("it", {}).get(_key(vp)) or self.verbs.get("it", {}).get(_key(plain))
         if attribute:
             return attribute_parse([Term(attribute)])
-        use = self._with_verb(vp)
+        use = self._with_verb(vp) if stem(tokens(vp)[0]) not in _DOER_VERBS else None
         if use is not None and (not use.terms[0].noun or tuple(use.terms[0].noun.split()) in self.objects[use.target]):
             return use
         around = re.match(r"^(?P<verb>.+?)\s+(?:on|in|through|across|over|under)\s+(?:the\s+)?(?:land|ground|water|sea|air|sky|"
                           r"wind|earth|floor)$", plain)
         if around and self.verbs.get("it", {}).get(_key(around.group("verb"))):  # "can it walk on land?"
             return attribute_parse([Term(self.verbs["it"][_key(around.group("verb"))])])
+        degree = re.match(r"^(?P<verb>.+?)\s+(?:very\s+|really\s+|so\s+)?(?:far|fast|quickly|high|well|long distances|"
+                          r"a long way|for long)$", plain)
+        if degree and self.verbs.get("it", {}).get(_key(degree.group("verb"))):  # "can it fly far?": a no holds
+            return attribute_parse([Term(self.verbs["it"][_key(degree.group("verb"))], restricted=True)])
         vp = plain
         words = tokens(vp)
         where = re.match(r"^(?P<verb>.+?)\s+(?:in|on|through|across|around|under)\s+(?:the\s+|a\s+|an\s+)?(?P<place>[a-z ]+)$", vp)

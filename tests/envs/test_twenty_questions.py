@@ -272,6 +272,29 @@ def test_compound_words_origin_taste_chatter_and_restating_clauses(oracle, name,
     # shapes by a plain shape noun; history and the asker's experience are not stored
     ("orange", "Is it shaped like a ball or a circle?", YES), ("banana", "Is it shaped like a ball?", NO),
     ("apple", "Have you ever eaten one?", UNKNOWN), ("moon", "Have people walked on it?", YES),
+    # facts read by form: who does it ("several people", a kind of person), what it is done with
+    ("chair", "Can two people sit on it?", UNKNOWN), ("bus", "Can many people ride in it at once?", YES),
+    ("tractor", "Do farmers drive it?", YES), ("soccer ball", "Do players kick it around?", YES),
+    ("couch", "Do you watch TV from it?", YES), ("table", "Do you put things on it?", YES),
+    ("river", "Do fish live in it?", YES), ("cup", "Can you pour coffee into it?", YES),
 ])
 def test_everyday_facts_say_yes_and_never_no(oracle, name, question, want):
+    assert oracle.answer(name, question).text == want
+
+
+@pytest.mark.parametrize("name, question, want", [
+    # a part named where something is done is not asked about ("on its back" is no backrest)
+    ("horse", "Can people ride on its back?", UNKNOWN), ("horse", "Can you sit on its back?", UNKNOWN),
+    ("horse", "Does it have a mane on its neck?", YES),
+    # a class modifying a class: yes when both hold, else unknown ("a toy animal" may be a teddy bear)
+    ("cat", "Is it a pet animal?", YES), ("teddy bear", "Is it a toy animal?", UNKNOWN),
+    # how far or fast: a no holds, a yes cannot be checked
+    ("chicken", "Can it fly far?", NO), ("airplane", "Can it fly far?", UNKNOWN),
+    # a taste or feel word "to eat" / "to the touch" asks the word; "hard to eat" and "nice to eat" do not
+    ("lemon", "Is it sweet to eat?", NO), ("teddy bear", "Is it soft to the touch?", YES),
+    ("banana", "Is it nice to eat?", UNKNOWN), ("banana", "Is it hard to eat?", UNKNOWN),
+    # "does it use" a part is having it; plural nouns of uses ("movies") meet their singular ("movie")
+    ("lamp", "Does it use a light bulb?", YES), ("television", "Can you watch movies on it?", YES),
+])
+def test_locations_compound_classes_degrees_senses_and_uses(oracle, name, question, want):
     assert oracle.answer(name, question).text == want
