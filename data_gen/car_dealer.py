@@ -1,7 +1,7 @@
 """Car Dealer dataset: scripted sellers of graded quality talking to the rule buyer.
 
 The original's conversations were written by gpt-3.5-turbo playing both sides (19k claimed,
-4,399 public).  Ours are played against the env's buyer (`lmrl/envs/car_dealer.py`), so every
+4,399 public).  Ours are played against the env's buyer (`lmrl/envs/dialogue/car_dealer.py`), so every
 buyer line and every reward comes from the simulator the policy is evaluated on.  Sellers:
 
 - **expert**: greets and asks for preferences and budget in one line (asking again when the
@@ -37,8 +37,8 @@ import numpy as np
 from data_gen import question_games
 from data_gen.mix import with_overrides
 from lmrl.envs.base import Episode, Text
-from lmrl.envs.car_catalogue import Car, Catalogue, _find, load_catalogue
-from lmrl.envs.car_dealer import CarDealerEnv
+from lmrl.envs.dialogue.car_catalogue import Car, Catalogue, _find, load_catalogue
+from lmrl.envs.dialogue.car_dealer import CarDealerEnv
 
 DEFAULT_EPISODES = 19_000
 PAPER_ROW = {"size": 19_000, "avg_length": 16.5, "std_length": 3.61, "success_rate": 0.53,

@@ -9,7 +9,7 @@ source rather than from memory:
   city itself (city proper or municipality), not the metro area.
 - each `country` is checked against ISO 3166 names with `pycountry` 26.2.16, and each
   `continent` against the GeoNames continent of that country; disagreements are printed
-  (Istanbul is kept in Europe on purpose, see `lmrl/envs/cities.py`).
+  (Istanbul is kept in Europe on purpose, see `lmrl/envs/dialogue/cities.py`).
 
 A city is matched by its name or an alias against GeoNames names (then alternate names)
 in its country; the largest match wins.  `GEONAME_IDS` pins the few cities whose match
@@ -28,7 +28,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from lmrl.envs.cities import DEFAULT_PATH, CityKB, normalize
+from lmrl.envs.dialogue.cities import DEFAULT_PATH, CityKB, normalize
 
 # Cities the name rule cannot find or would mismatch, pinned by GeoNames id.
 GEONAME_IDS = {

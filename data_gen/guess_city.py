@@ -1,7 +1,7 @@
 """Guess My City dataset: scripted askers of graded quality, with open and yes/no questions.
 
 The original's 100k conversations came from gpt-3.5-turbo playing both sides.  Ours are
-played against the knowledge-grounded oracle (`lmrl/envs/guess_city.py`) by:
+played against the knowledge-grounded oracle (`lmrl/envs/dialogue/guess_city.py`) by:
 
 - **expert**: keeps the cities consistent with every answer so far and asks about the topic
   whose answers split them most evenly (max entropy over the candidates' facts); topics
@@ -40,7 +40,7 @@ import numpy as np
 from data_gen import question_games
 from data_gen.mix import with_overrides
 from lmrl.envs.base import Episode, Text
-from lmrl.envs.guess_city import GuessCityEnv, _title, default_oracle, load_phrasings
+from lmrl.envs.dialogue.guess_city import GuessCityEnv, _title, default_oracle, load_phrasings
 
 DEFAULT_EPISODES = 100_000
 PAPER_ROW = {"size": 100_000, "avg_length": 18.8, "std_length": 4.57, "success_rate": 0.53,

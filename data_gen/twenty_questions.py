@@ -1,7 +1,7 @@
 """Twenty Questions dataset: scripted guessers of graded quality, asking in varied words.
 
 LMRL-Gym does not publish how its 100k conversations were made.  Ours are played against
-the knowledge-grounded oracle (`lmrl/envs/twenty_questions.py`) by a population of guessers:
+the knowledge-grounded oracle (`lmrl/envs/dialogue/twenty_questions.py`) by a population of guessers:
 
 - **expert**: keeps the objects consistent with every answer so far and asks the attribute
   whose yes/no split of them has the most entropy (ties: knowledge-base order); it guesses
@@ -38,7 +38,7 @@ import numpy as np
 from data_gen import question_games
 from data_gen.mix import with_overrides
 from lmrl.envs.base import Episode, Text
-from lmrl.envs.twenty_questions import (
+from lmrl.envs.dialogue.twenty_questions import (
     NO,
     UNKNOWN,
     YES,

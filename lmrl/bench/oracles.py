@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from lmrl.envs.oracle_eval import load_heldout, score_guess_city, score_twenty_questions
+from lmrl.envs.dialogue.oracle_eval import load_heldout, score_guess_city, score_twenty_questions
 
 
 def questions_20q(n: int, seed: int = 0) -> list[str]:
@@ -49,7 +49,7 @@ def questions_city(n: int, seed: int = 0) -> list[str]:
 
 
 def throughput(make_oracle, questions: list[str], secrets: list[str]) -> dict:
-    from lmrl.envs.encoder import default_encoder
+    from lmrl.envs.dialogue.encoder import default_encoder
 
     row = {}
     for batch in (1, 16, 256):
@@ -71,8 +71,8 @@ def throughput(make_oracle, questions: list[str], secrets: list[str]) -> dict:
 
 
 def bench(n: int) -> dict:
-    from lmrl.envs.guess_city import CityOracle
-    from lmrl.envs.twenty_questions import TwentyQuestionsOracle
+    from lmrl.envs.dialogue.guess_city import CityOracle
+    from lmrl.envs.dialogue.twenty_questions import TwentyQuestionsOracle
 
     result = {}
     oracle = TwentyQuestionsOracle()
@@ -91,7 +91,7 @@ def bench_car_dealer(n: int) -> dict:
     """The seller-line parser on distinct lines (cache cleared) and whole conversations (parser, rule
     buyer and scripted seller) per second."""
     from data_gen.car_dealer import generate
-    from lmrl.envs.car_catalogue import parse_seller
+    from lmrl.envs.dialogue.car_catalogue import parse_seller
 
     start = time.perf_counter()
     episodes = list(generate(300, seed=1))
@@ -110,9 +110,9 @@ def bench_car_dealer(n: int) -> dict:
 def compare_lm(model: str, limit: int | None, buyers: int = 10,
                tasks=("twenty_questions", "guess_city", "car_dealer")) -> dict:
     """Held-out accuracy of an LM oracle next to the knowledge-grounded one, same questions."""
-    from lmrl.envs.guess_city import CityOracle
-    from lmrl.envs.lm_oracle import LMQuestionOracle
-    from lmrl.envs.twenty_questions import TwentyQuestionsOracle
+    from lmrl.envs.dialogue.guess_city import CityOracle
+    from lmrl.envs.dialogue.lm_oracle import LMQuestionOracle
+    from lmrl.envs.dialogue.twenty_questions import TwentyQuestionsOracle
     from lmrl.models.resolve import LMSpec
 
     result = {"model": model}
@@ -139,7 +139,7 @@ def compare_buyer(model: str, buyers: int) -> dict:
     """The expert scripted seller against the LM buyer and against the rule buyer, on the first
     `buyers` eval buyers: how often a decision is readable, sales, mean reward, time per reply."""
     from data_gen.car_dealer import SellerMix, play
-    from lmrl.envs.car_dealer import CarDealerEnv
+    from lmrl.envs.dialogue.car_dealer import CarDealerEnv
 
     row = {"buyers": buyers}
     for name, oracle in (("rules", None), ("lm", {"kind": "lm", "model": model})):

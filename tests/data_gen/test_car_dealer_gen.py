@@ -11,8 +11,8 @@ from data_gen import car_dealer as gen
 from data_gen.car_dealer import PAPER_ROW, SellerMix, expert_returns, generate, write_price
 from lmrl.data.stats import dataset_stats
 from lmrl.envs.base import Text
-from lmrl.envs.car_catalogue import load_catalogue, parse_seller
-from lmrl.envs.car_dealer import CarDealerEnv
+from lmrl.envs.dialogue.car_catalogue import load_catalogue, parse_seller
+from lmrl.envs.dialogue.car_dealer import CarDealerEnv
 
 CONFIG = Path(__file__).resolve().parents[2] / "conf" / "task" / "car_dealer.yaml"
 CAT = load_catalogue()

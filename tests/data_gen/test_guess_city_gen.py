@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from data_gen.guess_city import PAPER_ROW, AskerMix, expert_returns, generate
 from lmrl.data.stats import dataset_stats
-from lmrl.envs.guess_city import UNKNOWN, GuessCityEnv
+from lmrl.envs.dialogue.guess_city import UNKNOWN, GuessCityEnv
 from tests.helpers import replay
 
 CONFIG = Path(__file__).resolve().parents[2] / "conf" / "task" / "guess.yaml"

@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from data_gen.twenty_questions import PAPER_ROW, GuesserMix, expert_returns, generate, phrasebook
 from lmrl.data.stats import dataset_stats
-from lmrl.envs.twenty_questions import UNKNOWN, TwentyQuestionsEnv, default_oracle
+from lmrl.envs.dialogue.twenty_questions import UNKNOWN, TwentyQuestionsEnv, default_oracle
 from tests.helpers import replay
 
 CONFIG = Path(__file__).resolve().parents[2] / "conf" / "task" / "twenty_questions.yaml"

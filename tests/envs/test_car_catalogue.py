@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lmrl.envs.car_catalogue import DATA_FILE, Catalogue, load_catalogue, parse_seller
+from lmrl.envs.dialogue.car_catalogue import DATA_FILE, Catalogue, load_catalogue, parse_seller
 
 RAW = json.loads(DATA_FILE.read_text())
 

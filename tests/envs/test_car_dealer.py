@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from lmrl.envs.car_dealer import PROMPT, TRAITS, BuyerProfile, CarDealerEnv, RuleBuyer
-from lmrl.envs.car_catalogue import load_catalogue
+from lmrl.envs.dialogue.car_dealer import PROMPT, TRAITS, BuyerProfile, CarDealerEnv, RuleBuyer
+from lmrl.envs.dialogue.car_catalogue import load_catalogue
 
 CAT = load_catalogue()
 RAV4 = CAT.car("toyota rav4")

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from lmrl.envs.cities import (
+from lmrl.envs.dialogue.cities import (
     CLIMATES,
     CONTINENTS,
     DEFAULT_PATH,

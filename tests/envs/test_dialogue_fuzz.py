@@ -49,15 +49,15 @@ def check(make_env, secret: str, strings: list[str], replies_ok) -> None:
 
 
 def test_twenty_questions_fuzz():
-    from lmrl.envs.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle
+    from lmrl.envs.dialogue.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle
 
     names = [v for o in default_oracle().kb.objects for v in o.variants]
     strings = [s for s in fuzz_strings(names) if "piano" not in s.lower()]
     assert len(strings) >= 10_000
     check(TwentyQuestionsEnv, "piano", strings, lambda reply: reply in (YES, NO, UNKNOWN))
 def test_guess_city_fuzz():
-    from lmrl.envs.cities import load_cities
-    from lmrl.envs.guess_city import GuessCityEnv
+    from lmrl.envs.dialogue.cities import load_cities
+    from lmrl.envs.dialogue.guess_city import GuessCityEnv
 
     kb = load_cities()
     names = [n for c in kb.cities for n in c.names]
@@ -71,8 +71,8 @@ def test_car_dealer_fuzz():
     """10,000+ arbitrary seller lines through 64 batched envs: never raises, every buyer reply is one
     non-empty line, every conversation ends by 50 utterances with a decision, rewards are 0 without a
     sale and a sale never exceeds 105% of the car's MSRP."""
-    from lmrl.envs.car_catalogue import load_catalogue
-    from lmrl.envs.car_dealer import CarDealerEnv
+    from lmrl.envs.dialogue.car_catalogue import load_catalogue
+    from lmrl.envs.dialogue.car_dealer import CarDealerEnv
 
     catalogue = load_catalogue()
     names = [c.display for c in catalogue.cars]

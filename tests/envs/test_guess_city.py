@@ -3,8 +3,8 @@ yes/no values, refusals, and exploits that must never win."""
 
 import pytest
 
-from lmrl.envs.cities import load_cities
-from lmrl.envs.guess_city import MANY_CITIES, REFUSE, UNKNOWN, GuessCityEnv, default_oracle
+from lmrl.envs.dialogue.cities import load_cities
+from lmrl.envs.dialogue.guess_city import MANY_CITIES, REFUSE, UNKNOWN, GuessCityEnv, default_oracle
 
 KB = load_cities()
 NAMES = [c.name for c in KB.cities]

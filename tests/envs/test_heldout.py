@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from lmrl.envs.oracle_eval import HELDOUT_DIR, HELDOUT_SETS, load_heldout, score_guess_city, score_twenty_questions
-from lmrl.envs.twenty_questions import PHRASINGS_PATH, default_oracle
+from lmrl.envs.dialogue.oracle_eval import HELDOUT_DIR, HELDOUT_SETS, load_heldout, score_guess_city, score_twenty_questions
+from lmrl.envs.dialogue.twenty_questions import PHRASINGS_PATH, default_oracle
 
 ACCURACY = 0.95
 
@@ -39,7 +39,7 @@ def test_the_heldout_file_is_what_its_builder_writes():
 
 
 def test_guess_my_city_heldout_accuracy():
-    from lmrl.envs.guess_city import default_oracle as city_oracle
+    from lmrl.envs.dialogue.guess_city import default_oracle as city_oracle
 
     items = load_heldout("guess_my_city")
     assert len(items) >= 200 and len({i["question"] for i in items}) >= 200
@@ -48,8 +48,8 @@ def test_guess_my_city_heldout_accuracy():
 
 
 def test_car_dealer_parser_heldout_accuracy():
-    from lmrl.envs.car_catalogue import load_catalogue, parse_seller
-    from lmrl.envs.oracle_eval import score_car_dealer
+    from lmrl.envs.dialogue.car_catalogue import load_catalogue, parse_seller
+    from lmrl.envs.dialogue.oracle_eval import score_car_dealer
 
     items = load_heldout("car_dealer")
     assert len(items) >= 200 and len({i["utterance"] for i in items}) >= 200
@@ -75,7 +75,7 @@ KNOWN_WRONG = {"twenty_questions_everyday_v4": 14}
 def _everyday_oracle(task: str):
     if task == "twenty_questions":
         return default_oracle()
-    from lmrl.envs.guess_city import default_oracle as city_oracle
+    from lmrl.envs.dialogue.guess_city import default_oracle as city_oracle
 
     return city_oracle()
 

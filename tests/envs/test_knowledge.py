@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from lmrl.envs.knowledge import (
+from lmrl.envs.dialogue.knowledge import (
     COUNTED_PARTS,
     DEFAULT_PATH,
     FAMILIES,

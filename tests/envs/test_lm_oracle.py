@@ -7,8 +7,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
 
 from lmrl.envs.base import BatchedEnv
-from lmrl.envs.lm_oracle import LMQuestionOracle, TextGenerator
-from lmrl.envs.twenty_questions import TwentyQuestionsEnv, default_oracle
+from lmrl.envs.dialogue.lm_oracle import LMQuestionOracle, TextGenerator
+from lmrl.envs.dialogue.twenty_questions import TwentyQuestionsEnv, default_oracle
 from lmrl.models.factory import train_tokenizer
 from lmrl.models.resolve import LMSpec
 
@@ -91,8 +91,8 @@ def test_env_config_builds_an_lm_oracle_and_rejects_bad_options(tiny_dirs):
 
 
 def test_city_prompt_is_the_original_and_answers_are_redacted(tiny_dirs):
-    from lmrl.envs.guess_city import GuessCityEnv
-    from lmrl.envs.guess_city import default_oracle as city_oracle
+    from lmrl.envs.dialogue.guess_city import GuessCityEnv
+    from lmrl.envs.dialogue.guess_city import default_oracle as city_oracle
 
     generator = Recording(LMSpec(model=tiny_dirs["causal"]))
     oracle = LMQuestionOracle(city_oracle(), "guess_city", LMSpec(model=tiny_dirs["causal"]), generator)
@@ -107,7 +107,7 @@ def test_city_prompt_is_the_original_and_answers_are_redacted(tiny_dirs):
 
 
 def test_car_dealer_lm_buyer_uses_the_original_prompt_and_decision_format(tiny_dirs):
-    from lmrl.envs.car_dealer import CarDealerEnv, LMBuyer
+    from lmrl.envs.dialogue.car_dealer import CarDealerEnv, LMBuyer
 
     generator = Recording(LMSpec(model=tiny_dirs["causal"]))
     env = CarDealerEnv(oracle=LMBuyer(LMSpec(model=tiny_dirs["causal"], max_new_tokens=6), generator),
@@ -137,7 +137,7 @@ class Scripted:
 
 
 def test_car_dealer_lm_buyer_decisions_are_read_from_the_output_line():
-    from lmrl.envs.car_dealer import CarDealerEnv, LMBuyer
+    from lmrl.envs.dialogue.car_dealer import CarDealerEnv, LMBuyer
 
     spec = LMSpec(model="unused")
     env = CarDealerEnv(oracle=LMBuyer(spec, Scripted(["Too pricey.",

@@ -3,8 +3,8 @@ comparisons, negation, unanswerable questions) and the exploits that must never 
 
 import pytest
 
-from lmrl.envs.knowledge import category_attribute, load_twenty_questions
-from lmrl.envs.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle
+from lmrl.envs.dialogue.knowledge import category_attribute, load_twenty_questions
+from lmrl.envs.dialogue.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle
 
 KB = load_twenty_questions()
 NAMES = [o.name for o in KB.objects]

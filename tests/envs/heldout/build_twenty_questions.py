@@ -10,7 +10,7 @@ import json
 import random
 from pathlib import Path
 
-from lmrl.envs.knowledge import category_attribute, load_twenty_questions
+from lmrl.envs.dialogue.knowledge import category_attribute, load_twenty_questions
 
 # (attribute id, paraphrase a player might type) -- none is an attribute's canonical question.
 ATTRIBUTE_QUESTIONS = [

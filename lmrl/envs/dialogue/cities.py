@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "guess_my_city.json"
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "data" / "guess_my_city.json"
 VERSION = 3
 CONTINENTS: tuple[str, ...] = ("africa", "asia", "europe", "north america", "south america", "oceania")
 REGION_CONTINENT: dict[str, str] = {

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lmrl.envs.knowledge import KnowledgeBase
-from lmrl.envs.words import strip_chatter
+from lmrl.envs.dialogue.knowledge import KnowledgeBase
+from lmrl.envs.dialogue.words import strip_chatter
 
 # Words a guess may be wrapped in: "is it", "are you thinking of", "my final guess is", "could it be", ...
 FRAME_WORDS = frozenset(

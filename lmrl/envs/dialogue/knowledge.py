@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "twenty_questions.json"
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "data" / "twenty_questions.json"
 VERSION = 3
 # Words a fact may not use: a fact is answered "Yes." word for word, so it must be plainly true.
 FACT_FORBIDDEN = re.compile(r"\b(?:not|no|never|without|some|sometimes|rarely|seldom|hardly|except|maybe|often|"

@@ -16,11 +16,11 @@ import json
 import re
 from pathlib import Path
 
-from lmrl.envs.knowledge import KnowledgeBase
-from lmrl.envs.twenty_questions_parse import UNKNOWN_PARSE, Parse, Term, attribute_parse
-from lmrl.envs.words import tokens
+from lmrl.envs.dialogue.knowledge import KnowledgeBase
+from lmrl.envs.dialogue.twenty_questions_parse import UNKNOWN_PARSE, Parse, Term, attribute_parse
+from lmrl.envs.dialogue.words import tokens
 
-REFERENCES_PATH = Path(__file__).resolve().parent / "data" / "everyday_references.json"
+REFERENCES_PATH = Path(__file__).resolve().parents[1] / "data" / "everyday_references.json"
 
 _SIZE = re.compile(r"\b(?P<cmp>bigger|larger|taller|longer|wider|greater|huger|heavier|smaller|tinier|littler|shorter|"
                    r"narrower|lighter)\s+(?:in size\s+)?than\s+(?P<ref>.+)$")

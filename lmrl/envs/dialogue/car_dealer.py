@@ -25,7 +25,7 @@ down by personality) and preferences, asks for prices, counters offers below wha
 and concedes towards it, accepts a price at or below its current counter or the seller's
 acceptance of its own offer, and walks away when insulted too often or when its patience ends
 without an acceptable price.  The seller's lines are read by `parse_seller`
-(`lmrl/envs/car_catalogue.py`); any string is a legal action, and lines it cannot read cost a
+(`lmrl/envs/dialogue/car_catalogue.py`); any string is a legal action, and lines it cannot read cost a
 turn of patience.
 
 `oracle=lm` replaces the rule buyer with any HF model prompted in the original buyer format
@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from lmrl.envs.base import History, StepResult, Text, TextEnv
-from lmrl.envs.car_catalogue import Car, Catalogue, SellerUtterance, load_catalogue, parse_seller
+from lmrl.envs.dialogue.car_catalogue import Car, Catalogue, SellerUtterance, load_catalogue, parse_seller
 
 PROMPT = "Start\n"
 MAX_UTTERANCES = 50
@@ -497,7 +497,7 @@ def _build_lm_buyer(spec):
     """None (the rule buyer) for "kb"/"rules"/None, an `LMBuyer` as is, or one built from `{kind: lm, ...}`."""
     if isinstance(spec, LMBuyer):
         return spec
-    from lmrl.envs.lm_oracle import lm_spec_from_config
+    from lmrl.envs.dialogue.lm_oracle import lm_spec_from_config
 
     lm_spec = lm_spec_from_config(spec)
     return None if lm_spec is None else LMBuyer(lm_spec)
@@ -518,7 +518,7 @@ class LMBuyer:
     `Output: Decision=`; an unreadable decision there counts as no sale (reward 0), as in the original."""
 
     def __init__(self, spec, generator=None):
-        from lmrl.envs.lm_oracle import load_generator
+        from lmrl.envs.dialogue.lm_oracle import load_generator
 
         self.spec = spec
         self.generator = generator or load_generator(spec)

@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmrl.envs.cities import City, CityKB, load_cities, normalize
-from lmrl.envs.guess_city_answers import (
+from lmrl.envs.dialogue.cities import City, CityKB, load_cities, normalize
+from lmrl.envs.dialogue.guess_city_answers import (
     _DEFAULT_OPEN,
     CityParse,
     _bare,
@@ -53,11 +53,11 @@ from lmrl.envs.guess_city_answers import (
     yes_no_text,
     yes_no_value,
 )
-from lmrl.envs.guess_city_questions import read_generic, read_yes_no
-from lmrl.envs.question_game import MAX_QUESTIONS, QuestionGameEnv, build_oracle
-from lmrl.envs.words import strip_chatter
+from lmrl.envs.dialogue.guess_city_questions import read_generic, read_yes_no
+from lmrl.envs.dialogue.question_game import MAX_QUESTIONS, QuestionGameEnv, build_oracle
+from lmrl.envs.dialogue.words import strip_chatter
 
-PHRASINGS_PATH = Path(__file__).resolve().parent / "data" / "dialogue_phrasings.json"
+PHRASINGS_PATH = Path(__file__).resolve().parents[1] / "data" / "dialogue_phrasings.json"
 UNKNOWN = ("I can't answer that. Ask me about where my city is, its language, climate, food, landmarks, "
            "sports, economy or history, or guess it.")
 REFUSE = "I can't tell you the name; that's for you to guess! Ask me about the city instead."
@@ -140,7 +140,7 @@ class CityOracle:
 
     def _indexes(self):
         if self._open_index is None:
-            from lmrl.envs.encoder import IntentIndex, default_encoder
+            from lmrl.envs.dialogue.encoder import IntentIndex, default_encoder
 
             encoder = self._encoder or default_encoder()
             fill = {"country": "France", "continent": "Europe", "language": "Spanish", "food": "pizza",

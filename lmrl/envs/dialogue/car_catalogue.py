@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA_FILE = Path(__file__).parent / "data" / "car_dealer.json"
+DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "car_dealer.json"
 MAX_LINE = 1000
 
 

@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HELDOUT_DIR = Path(__file__).resolve().parents[2] / "tests" / "envs" / "heldout"
+HELDOUT_DIR = Path(__file__).resolve().parents[3] / "tests" / "envs" / "heldout"
 DEV_DIR = HELDOUT_DIR.parent / "dev"  # development sets: iterate on these, never on the held-out ones
 
 
@@ -174,7 +174,7 @@ DEV_SETS = {"twenty_questions_dev": HELDOUT_SETS["twenty_questions_everyday"],
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m lmrl.envs.oracle_eval [SET ...] [--failures]`: the knowledge-grounded oracles'
+    """`python -m lmrl.envs.dialogue.oracle_eval [SET ...] [--failures]`: the knowledge-grounded oracles'
     accuracy on the held-out sets (all by default), with confidently wrong answers counted."""
     import argparse
 
@@ -190,9 +190,9 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.sets or sets:
         task, scorer = sets[name]
         if task == "twenty_questions":
-            from lmrl.envs.twenty_questions import default_oracle
+            from lmrl.envs.dialogue.twenty_questions import default_oracle
         else:
-            from lmrl.envs.guess_city import default_oracle
+            from lmrl.envs.dialogue.guess_city import default_oracle
         score = scorer(default_oracle(), load_heldout(name, directory))
         print(f"{name}: {score.accuracy:.1%} right ({score.correct}/{score.total}), {len(score.wrong)} wrong")
         for line in score.failures if args.failures else ():

@@ -90,7 +90,7 @@ def build_oracle(spec, default, task: str):
     an oracle object is used as is."""
     if hasattr(spec, "answer_batch"):
         return spec
-    from lmrl.envs.lm_oracle import LMQuestionOracle, lm_spec_from_config
+    from lmrl.envs.dialogue.lm_oracle import LMQuestionOracle, lm_spec_from_config
 
     lm_spec = lm_spec_from_config(spec)
     return default() if lm_spec is None else LMQuestionOracle(default(), task, lm_spec)

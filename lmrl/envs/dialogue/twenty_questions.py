@@ -48,9 +48,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from lmrl.envs.knowledge import KnowledgeBase, category_attribute, load_twenty_questions, normalize
-from lmrl.envs.question_game import MAX_QUESTIONS, QuestionGameEnv, build_oracle
-from lmrl.envs.twenty_questions_parse import (
+from lmrl.envs.dialogue.knowledge import KnowledgeBase, category_attribute, load_twenty_questions, normalize
+from lmrl.envs.dialogue.question_game import MAX_QUESTIONS, QuestionGameEnv, build_oracle
+from lmrl.envs.dialogue.twenty_questions_parse import (
     UNKNOWN_PARSE,
     Parse,
     Term,
@@ -60,12 +60,12 @@ from lmrl.envs.twenty_questions_parse import (
     evaluate,
     strip_frame,
 )
-from lmrl.envs.twenty_questions_facts import Facts
-from lmrl.envs.twenty_questions_rules import PropertyRules
-from lmrl.envs.twenty_questions_sizes import compare_size
-from lmrl.envs.words import stem, tokens
+from lmrl.envs.dialogue.twenty_questions_facts import Facts
+from lmrl.envs.dialogue.twenty_questions_rules import PropertyRules
+from lmrl.envs.dialogue.twenty_questions_sizes import compare_size
+from lmrl.envs.dialogue.words import stem, tokens
 
-PHRASINGS_PATH = Path(__file__).resolve().parent / "data" / "dialogue_phrasings.json"
+PHRASINGS_PATH = Path(__file__).resolve().parents[1] / "data" / "dialogue_phrasings.json"
 YES, NO, UNKNOWN = "Yes.", "No.", "I can't answer that."
 # Matching a question to an attribute needs cosine similarity (plus keyword term) >= DEFAULT_THRESHOLD and a
 # shared word, or >= PARAPHRASE_THRESHOLD when it shares no word with the attribute or uses words the knowledge
@@ -241,7 +241,7 @@ class TwentyQuestionsOracle:
 
     def _keywords(self) -> dict[str, set[str]]:
         """Each attribute's own words: its id's and its question's content words, a category's nouns."""
-        from lmrl.envs.encoder import content_words
+        from lmrl.envs.dialogue.encoder import content_words
 
         keywords = {a.id: content_words(a.id.replace("_", " ") + " " + a.question) for a in self.kb.attributes}
         for category, nouns in _CATEGORY_NOUNS.items():
@@ -287,7 +287,7 @@ class TwentyQuestionsOracle:
     def index(self):
         """The phrasing index, built on first use (loading the encoder takes ~2 s)."""
         if self._index is None:
-            from lmrl.envs.encoder import IntentIndex, default_encoder
+            from lmrl.envs.dialogue.encoder import IntentIndex, default_encoder
 
             self._index = IntentIndex(self._examples, self._encoder or default_encoder(), self._keywords(),
                                       self.keyword_weight)

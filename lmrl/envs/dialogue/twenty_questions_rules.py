@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from lmrl.envs.knowledge import COUNTED_PARTS, KnowledgeBase
-from lmrl.envs.twenty_questions_parse import FRAME_WORDS, UNKNOWN_PARSE, Parse, Term, attribute_parse
-from lmrl.envs.twenty_questions_sizes import REFERENCES, size_parse, size_word
-from lmrl.envs.words import number, stem, stems, tokens
+from lmrl.envs.dialogue.knowledge import COUNTED_PARTS, KnowledgeBase
+from lmrl.envs.dialogue.twenty_questions_parse import FRAME_WORDS, UNKNOWN_PARSE, Parse, Term, attribute_parse
+from lmrl.envs.dialogue.twenty_questions_sizes import REFERENCES, size_parse, size_word
+from lmrl.envs.dialogue.words import number, stem, stems, tokens
 
 _KIND_OF = re.compile(r"^(?:(?:a|an|some)\s+)?(?:kind|type|sort|piece|item|form|variety|example)s?\s+of\s+")
 _DETERMINERS = frozenset("a an the any some its it's their his her one lots lot of many much several few real actual "

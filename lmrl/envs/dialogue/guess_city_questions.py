@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from lmrl.envs.cities import SEAS, CityKB, normalize
-from lmrl.envs.guess_city_answers import CityParse
+from lmrl.envs.dialogue.cities import SEAS, CityKB, normalize
+from lmrl.envs.dialogue.guess_city_answers import CityParse
 
 _SPORT_SYNONYMS = {"soccer": "football", "hockey": "ice hockey", "running": "athletics", "track": "athletics",
                    "marathon": "athletics", "marathons": "athletics", "american football": "american football",

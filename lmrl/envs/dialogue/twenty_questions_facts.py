@@ -32,8 +32,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lmrl.envs.knowledge import KnowledgeBase
-from lmrl.envs.words import stem, tokens
+from lmrl.envs.dialogue.knowledge import KnowledgeBase
+from lmrl.envs.dialogue.words import stem, tokens
 
 _YES_NO = re.compile(r"^(?:is|are|does|do|did|can|could|would|will|has|have|was|were|should|might|may)\b")
 _NOT_DECIDED = re.compile(r"\b(?:not|never|no|nor|neither|either|or|than|only|just|always|every|each|all|exactly|"

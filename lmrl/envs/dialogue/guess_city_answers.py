@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lmrl.envs.cities import City, normalize
+from lmrl.envs.dialogue.cities import City, normalize
 
 CANT = "I can't answer that."
 # Water bodies that are not rivers: a water item without these words is a river ("the seine").
