@@ -1,7 +1,7 @@
 """Score an oracle on a held-out question set (tests/envs/heldout/, see its README).
 
 Shared by the acceptance tests (knowledge-grounded oracles, >= 95%) and by
-`python -m lmrl.bench_oracles --lm ...`, which scores an LM oracle on the same sets.
+`python -m lmrl.bench oracles --lm ...`, which scores an LM oracle on the same sets.
 Each scorer returns `Score(correct, total, failures)`, failures as readable strings.
 """
 
