@@ -245,7 +245,9 @@ def hardware(cfg, spec: dict, launcher: str) -> scaling.Hardware:
     engine = cfg.hardware.engine
     deepspeed = target_name(engine) == "DeepSpeedEngine"
     world = int((spec.get("slurm") or {}).get("gpus_per_node") or 1) if launcher == "slurm" else 1
-    return scaling.Hardware(deepspeed, int(engine.stage) if deepspeed else 0, str(engine.precision), world,
+    # the plan sizes GPUs (an H100 by default), where precision=auto is bf16
+    precision = "bf16" if str(engine.precision) == "auto" else str(engine.precision)
+    return scaling.Hardware(deepspeed, int(engine.stage) if deepspeed else 0, precision, world,
                             bool(engine.get("offload_optimizer")), bool(engine.get("offload_param")))
 
 
