@@ -25,11 +25,14 @@ from __future__ import annotations
 import contextlib
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DEVICE = torch.device("meta")
 _REAL_GENERATOR = torch.Generator
@@ -87,11 +90,17 @@ class Violation:
         return f"{self.op} mixes {', '.join(self.devices)} at {self.where}"
 
 
+def relative(filename: str) -> str:
+    """A source path from the checkout's root (`lmrl/...`, `tests/...`), wherever the checkout lies."""
+    path = Path(filename).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else filename
+
+
 def _our_frame() -> str:
     """The innermost stack frame in lmrl/ (or the test) that led to the op."""
     for frame in reversed(traceback.extract_stack()[:-3]):
         if ("/lmrl/" in frame.filename or "/tests/" in frame.filename) and "device_check" not in frame.filename:
-            return f"{frame.filename.split('/work/main/')[-1]}:{frame.lineno} {frame.name}: {frame.line}"
+            return f"{relative(frame.filename)}:{frame.lineno} {frame.name}: {frame.line}"
     return "outside lmrl"
 
 
