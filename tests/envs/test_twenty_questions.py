@@ -298,3 +298,21 @@ def test_everyday_facts_say_yes_and_never_no(oracle, name, question, want):
 ])
 def test_locations_compound_classes_degrees_senses_and_uses(oracle, name, question, want):
     assert oracle.answer(name, question).text == want
+
+
+@pytest.mark.parametrize("secret, question, not_said", [
+    ("elephant", "Is it pretty heavy?", "No."),  # "heavy" reads weighs_a_lot, not "too heavy to lift"
+    ("golf club", "Is it heavy?", "Yes."),
+    ("car", "Does it move?", "No."),  # moves_by_itself narrows "move": its no is no answer
+    ("rock", "Does it smell?", "No."),  # fragrant is "smells nice"
+    ("sponge", "Is it wet when you use it?", "No."),  # a moment, where the stored value is the usual state
+    ("cup", "Can it be made of glass?", "No."),  # a small made thing comes in more materials than the one stored
+    ("necklace", "Is it a decoration?", "No."),
+    ("rabbit", "Does it live in a hole?", "No."),  # not "makes holes"
+])
+def test_a_narrower_or_contradicted_no_is_not_given(secret, question, not_said):
+    assert default_oracle().answer(secret, question).text != not_said
+
+
+def test_an_object_too_big_to_lift_keeps_its_stored_material():
+    assert default_oracle().answer("car", "Can it be made of wood?").text == "No."

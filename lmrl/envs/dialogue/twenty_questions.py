@@ -150,6 +150,14 @@ _OTHER_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:do|does|can|could|would|will|did)\
                             r"\d+|passengers|riders)\b)(?:a\s+|an\s+|the\s+|some\s+|most\s+)?\w+\s+"
                             r"(?!it\b)\w+.*\b(?:it|them|one)\b")
 _YOUR_BODY = re.compile(r"\b(?:your|my|our|their|his|her|someone's|a person's)\s+\w+")
+# Words an attribute's question narrows its property with; a question without them asks more.
+_NARROWING = {"too": {"too"}, "nice": {"nice", "good"}, **dict.fromkeys(("itself", "own", "alone"), {"itself", "own", "alone"})}
+# A question about the object itself ("Does it ...?"), which its facts (said of it) can contradict.
+_IT_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:is|are|does|do|has|have|can|could|will|would)\s+(?:it|they|this)\b")
+_WIDER = {"heavy": "weighs_a_lot"}  # too heavy for one person to lift -> heavy
+# "Is it wet when you use it?": a state at a moment, where the knowledge base stores the usual one.
+_CONDITION = re.compile(r"^(?:\w+\s+)??(?:is|are)\s+(?:it|they|this)\b.*\b(?:when|whenever|if|while)\b")
+_WHERE_IN_IT = frozenset(stem(w) for w in ("inside", "outside"))
 _CLAUSE = re.compile(r"(?:,|\b(?:when|whenever|if|while|because|before|after|once|like|such as|for example|e\.g\.))\b.*$")
 
 
@@ -269,7 +277,7 @@ class TwentyQuestionsOracle:
         phrases += [noun for ns in _CATEGORY_NOUNS.values() for noun in ns]
         phrases += [v for o in self.kb.objects for v in o.variants]
         heads = {stem(tokens(p)[-1]) for p in phrases if tokens(p)}  # "steering wheel" -> wheel
-        return heads - GENERIC_WORDS - _FUNCTION_WORDS
+        return heads - GENERIC_WORDS - _FUNCTION_WORDS - _WHERE_IN_IT  # "juicy inside" asks juicy
 
     def _build_examples(self, phrasings: dict) -> dict[str, list[str]]:
         examples: dict[str, list[str]] = {}
@@ -312,6 +320,8 @@ class TwentyQuestionsOracle:
                 parse = self._match(clean(q), ranked[q], parse.families if parse else ())
                 if parse.kind == "attribute" and _POSSIBLE.search(clean(q)):  # "can it be venomous?": unsure is a yes
                     parse = attribute_parse([replace(t, possible=True) for t in parse.terms], parse.any_of, parse.score)
+            if parse.kind == "attribute" and any(self._narrower(t.attribute, clean(q)) for t in parse.terms):
+                parse = replace(parse, terms=tuple(self._widen(t, clean(q)) for t in parse.terms))
             if len(self._parses) > 500_000:
                 self._parses.clear()
             self._parses[q] = parse
@@ -343,6 +353,22 @@ class TwentyQuestionsOracle:
         if best is not None:
             return attribute_parse([Term(best[0], negated=negated)], score=best[1])
         return Parse("unknown", score=ranked[0][1] if ranked else 0.0)
+
+    def _narrower(self, intent: str, text: str) -> bool:
+        """Whether the attribute asks less than the question, so that its no is no answer: its question
+        narrows the word ("too heavy to lift", "smell nice", "move by itself") and the question does not, or
+        the question asks about a moment ("wet when you use it"), and the stored value is the usual state."""
+        asked = set(tokens(text))
+        narrowed = set(tokens(self.kb.attribute(intent).question)) & _NARROWING.keys()
+        return bool(_CONDITION.search(text)) or any(not _NARROWING[w] & asked for w in narrowed)
+
+    def _widen(self, term: Term, text: str) -> Term:
+        """The wider attribute where the knowledge base has one ("heavy?" is not "too heavy to lift?"), else a
+        yes-only reading of the narrower one."""
+        wider = _WIDER.get(term.attribute)
+        if wider and not _CONDITION.search(text):
+            return replace(term, attribute=wider)
+        return replace(term, yes_only=True)
 
     def _either(self, text: str, ranked, families, people) -> Parse | None:
         """"Is it electronic or electric?": one attribute for each side of the "or", either one true."""
@@ -383,6 +409,8 @@ class TwentyQuestionsOracle:
         if text and shared and attribute.family in _VERB_FAMILIES \
                 and shared <= {stem(w) for w in _AFTER_ARTICLE.findall(text) + _AFTER_PREPOSITION.findall(text)}:
             return False  # "Does it come on a roll?", "Is it put on rings?": the shared word is a noun there
+        if text and shared and attribute.verbs and shared <= {stem(w) for w in _AFTER_ARTICLE.findall(text)}:
+            return False  # "Does it live in a hole?" is not "Does it make holes?": the question's verb is another
         if attribute.family == "part":  # a part is asked by its noun, as something it has, not with a verb of doing
             nouns = {stem(w) for n in attribute.nouns for w in tokens(n)}
             said = words & nouns or {w for w in words if any(w.startswith(n) for n in nouns)}  # "furry": fur
@@ -484,6 +512,9 @@ class TwentyQuestionsOracle:
         if value is None and parse.kind != "guess" \
                 and self.facts.says_yes(self.kb.object(secret).name, clean(question), parse.kind == "unknown"):
             value = True
+        elif value is False and parse.kind == "attribute" and _IT_SUBJECT.search(clean(question)) \
+                and self.facts.says_yes(self.kb.object(secret).name, clean(question), by_words=False):
+            value = None  # the attribute says no, one of the object's own facts yes ("decorative"): not a no
         correct = parse.kind == "guess" and value is True
         return Reply(UNKNOWN if value is None else YES if value else NO, correct, parse)
 

@@ -104,11 +104,15 @@ def evaluate(kb: KnowledgeBase, name: str, term: Term, objects: dict) -> bool | 
         value = None
     if value is None and term.possible:
         value = True  # "can it be green?": it may be
+    if value is False and term.possible and kb.attribute(term.attribute).family in _MADE_VARIOUSLY \
+            and kb.value(obj.name, "man_made") and kb.value(obj.name, "liftable") is not False:
+        value = None  # "can it be plastic / round?": a small made thing comes in more kinds than the one stored
     if value is False and term.yes_only:
         value = None
     return value if value is None else value != term.negated
 
 
+_MADE_VARIOUSLY = frozenset({"material", "shape", "colour"})
 _COMPARE = {"=": lambda a, b: a == b, ">": lambda a, b: a > b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
             "<=": lambda a, b: a <= b}
 
