@@ -69,7 +69,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def plot(rows: list[dict], path: Path, task: str) -> None:
-    """Normalized score, training loss and critic health (Spearman, probe) against epochs; online
+    """Normalized score, training loss and critic health (per-state Spearman, probe) against epochs; online
     algorithms' rollout scores against rounds in their own panel."""
     import matplotlib
 
@@ -77,7 +77,7 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
     import matplotlib.pyplot as plt
 
     panels = [("normalized_score", "normalized score (curve episodes)"), ("train_loss", "training loss"),
-              ("critic/spearman", "critic: Spearman(V, return), held out"),
+              ("critic/spearman_states", "critic: per-state Spearman(V, mean return), held out"),
               ("critic/probe_agreement", "critic: task probe agreement")]
     online = [r for r in rows if r["algo"] in ONLINE]
     fig, axes = plt.subplots(1, len(panels) + bool(online), figsize=(4.2 * (len(panels) + bool(online)), 3.6))
