@@ -37,17 +37,23 @@ def test_filtered_bc_on_maze_fo_reaches_90(tmp_path):
     assert metrics["normalized_score"] >= 90
 
 
+def bc_then(algo: str, tmp_path) -> tuple[dict, dict]:
+    """Metrics of a BC run on maze FO and of `algo` started from its checkpoint (same evaluation)."""
+    cache = tmp_path / "cache"
+    eps = f"task.eval.episodes_per_start={EPISODES_PER_START}"
+    bc = run_cli("lmrl.train", ["task=maze_fo", "algo=bc", eps], tmp_path / "bc", cache, timeout=1800)
+    start = f"algo.init_from={tmp_path / 'bc' / 'checkpoint'}"
+    rl = run_cli("lmrl.train", ["task=maze_fo", f"algo={algo}", eps, start], tmp_path / algo, cache, timeout=3600)
+    return bc, rl
+
+
 # ILQL must beat the BC policy it starts from by this many normalized points (measured in the test).
 ILQL_MARGIN = 5.0
 
 
 @pytest.mark.slow
 def test_ilql_on_maze_fo_beats_the_bc_policy_it_starts_from(tmp_path):
-    cache = tmp_path / "cache"
-    eps = f"task.eval.episodes_per_start={EPISODES_PER_START}"
-    bc = run_cli("lmrl.train", ["task=maze_fo", "algo=bc", eps], tmp_path / "bc", cache, timeout=1800)
-    ilql = run_cli("lmrl.train", ["task=maze_fo", "algo=ilql", eps, f"algo.init_from={tmp_path / 'bc' / 'checkpoint'}"],
-                   tmp_path / "ilql", cache, timeout=3600)
+    bc, ilql = bc_then("ilql", tmp_path)
     print(f"ILQL {ilql['normalized_score']:.1f} vs its BC start {bc['normalized_score']:.1f}")
     assert ilql["normalized_score"] >= bc["normalized_score"] + ILQL_MARGIN
 
@@ -58,11 +64,7 @@ MC_MARGIN = 10.0
 
 @pytest.mark.slow
 def test_mc_on_maze_fo_fits_its_critic_and_beats_its_bc_start(tmp_path):
-    cache = tmp_path / "cache"
-    eps = f"task.eval.episodes_per_start={EPISODES_PER_START}"
-    bc = run_cli("lmrl.train", ["task=maze_fo", "algo=bc", eps], tmp_path / "bc", cache, timeout=1800)
-    mc = run_cli("lmrl.train", ["task=maze_fo", "algo=mc", eps, f"algo.init_from={tmp_path / 'bc' / 'checkpoint'}"],
-                 tmp_path / "mc", cache, timeout=3600)
+    bc, mc = bc_then("mc", tmp_path)
     print(f"MC {mc['normalized_score']:.1f} vs its BC start {bc['normalized_score']:.1f}; critic "
           f"rho {mc['critic/spearman_states']:.2f}, probe {mc['critic/probe_agreement']:.2f}")
     assert mc["critic/fitted"] == 1.0
