@@ -309,9 +309,20 @@ def test_locations_compound_classes_degrees_senses_and_uses(oracle, name, questi
     ("cup", "Can it be made of glass?", "No."),  # a small made thing comes in more materials than the one stored
     ("necklace", "Is it a decoration?", "No."),
     ("rabbit", "Does it live in a hole?", "No."),  # not "makes holes"
+    # a part for a purpose, or named with another part ("leg holes"), is not the stored part
+    ("pants", "Does it have an opening for each leg?", "No."), ("pants", "Does it have leg holes?", "No."),
+    ("sock", "Is there a pocket for your toes?", "No."),
+    ("baseball bat", "Is it used in golf?", "Yes."),  # a sport narrower than sports, named by another object
+    ("doll", "Can you wash its clothes?", "No."),  # its clothes, not whether it is clothes
+    ("bookshelf", "Is it a kind of furniture in a house?", "No."),  # "in a house" asks less than "in most homes"
 ])
 def test_a_narrower_or_contradicted_no_is_not_given(secret, question, not_said):
     assert default_oracle().answer(secret, question).text != not_said
+
+
+@pytest.mark.parametrize("question", ["Can it be sliced?", "Is it chopped before cooking?", "can it be carved"])
+def test_something_done_to_it_is_not_what_it_does(question):
+    assert default_oracle().parse(question).target != "used_for_cutting"
 
 
 def test_an_object_too_big_to_lift_keeps_its_stored_material():

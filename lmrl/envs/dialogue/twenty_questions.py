@@ -116,6 +116,9 @@ _HOW_IT_EATS = re.compile(r"^(?:is|are) (?:it|they) (?:very |really |too )?(?:ni
                           r"messy|tricky) to (?:eat|drink)\b")
 # A part named where something is done ("ride on its back", "carry it in their mouth"): the question is not about it.
 _ON_ITS = re.compile(r"\b(?:on|in|into|onto|under|from|at|by|over|across|behind|off|around|to)\s+(?:its|their)\s+(\w+)")
+_ITS_NOUN = re.compile(r"\b(?:its|their)\s+(\w+)")
+# "Can it be carved?", "is it sliced": something done to it ("be used" is the attribute's own form)
+_PASSIVE = re.compile(r"\b(?:be|is|are|gets?|being)\s+(?!used\b)\w+(?:ed|en)\b")
 _ARTICLE_NOUN = re.compile(r"(?<!from )(?<!of )\b(?:a|an|the|some|any)\s+(\w+)")  # "from a plant" is a class
 # What people have done ("Have people walked on it?", "Have you ever eaten one?"): history or the asker's experience.
 _EXPERIENCE = re.compile(r"^(?:\w+\s+)??(?:have|has)\s+(?:you|people|we|i|they|anyone|someone|somebody|humans|"
@@ -239,6 +242,10 @@ class TwentyQuestionsOracle:
         self._intent_words = self._build_intent_words()
         self._property_words = self._build_property_words()
         self._vocabulary = set().union(*self._intent_words.values(), self._property_words, GENERIC_WORDS)
+        # the words that qualify an object's name and no attribute uses ("soccer" of soccer ball): a question with
+        # one asks about that thing
+        self._object_words = {stem(w) for o in self.kb.objects for v in o.variants for w in tokens(v)[:-1]} \
+            - set().union(*self._intent_words.values()) - GENERIC_WORDS
         # what a living thing does ("bark", "eat plants"): never asked as "do you ...?"
         self._it_only = {a.id for a in self.kb.attributes if a.verbs and {f for f, _ in a.verbs} == {"it"}
                          and a.family in ("life", "behaviour", "sound", "food")}
@@ -351,7 +358,14 @@ class TwentyQuestionsOracle:
         # a word-sharing match wins unless a paraphrase ranks clearly higher ("Could it kill you?" is dangerous, not bites)
         best = shared[0] if shared and (not close or shared[0][1] >= close[0][1] - _SHARED_MARGIN) else (close or [None])[0]
         if best is not None:
-            return attribute_parse([Term(best[0], negated=negated)], score=best[1])
+            attribute = self.kb.attribute(best[0])
+            if (words - self._intent_words[best[0]]) & self._object_words:
+                return UNKNOWN_PARSE  # "Is it used in soccer?": narrower than sports, about another thing
+            # "finger slots", "a spot for each finger": a part asked with a word it does not have is another part;
+            # its yes holds (it has slots), its no says nothing about these
+            partial = attribute.family == "part" and (bool(words - self._intent_words[best[0]])
+                                                      or bool(re.search(r"\bfor\s+(?!it\b)\w+", text)))
+            return attribute_parse([Term(best[0], negated=negated, yes_only=partial)], score=best[1])
         return Parse("unknown", score=ranked[0][1] if ranked else 0.0)
 
     def _narrower(self, intent: str, text: str) -> bool:
@@ -400,6 +414,10 @@ class TwentyQuestionsOracle:
             return False  # it names another property or object ("feathers" is not fur)
         if text and attribute.family != "part" and {stem(w) for w in _ON_ITS.findall(text)} - own:
             return False  # "Can you sit on its back?" is not whether you sit on it
+        if text and attribute.family != "part" and {stem(w) for w in _ITS_NOUN.findall(text)} & own & self._property_words:
+            return False  # "Can you change its clothes?" asks about its clothes, not whether it is (made of) clothes
+        if text and intent.startswith("used_for_") and _PASSIVE.search(text):
+            return False  # "Can it be carved?": done to it, where the attribute says what it does
         if any(_OPPOSITES.get(w) in own for w in words - own):
             return False  # it names the opposite ("wake" is not "sleep")
         shared = words & own

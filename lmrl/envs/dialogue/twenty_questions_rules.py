@@ -101,6 +101,9 @@ def _plural_keys(noun: str) -> set[tuple[str, ...]]:
     return {key, _key(re.sub(r"ie$", "ies", noun))}
 
 
+# Place attributes that ask more than "in a <place>" does (most homes, not some house).
+_WEAKER_PLACE = frozenset({"found_in_most_homes"})
+
 class PropertyRules:
     """Rule readings of property questions against one knowledge base (see the module docstring)."""
 
@@ -187,8 +190,8 @@ class PropertyRules:
                 terms, any_of = found
                 if negated and len(terms) == 1:
                     terms = (Term(terms[0].attribute, negated=True),)
-                if where and not any_of:
-                    terms = (*terms, Term(where))
+                if where and not any_of:  # "in a house" is weaker than "in most homes": that no says nothing
+                    terms = (*terms, Term(where, yes_only=where in _WEAKER_PLACE))
                 return attribute_parse(terms, any_of)
         if where:
             return None
@@ -243,6 +246,9 @@ class PropertyRules:
             found = pattern.match(text.rstrip("?!. "))
             if found:
                 np = _NP_END.sub("", found.group("np"))
+                # "a spot for each finger", "holes for your legs": a part for a purpose the knowledge base does not
+                # store; it holds a plain "has spots", whose no says nothing about a place for fingers
+                purpose = bool(re.search(r"\s+for\b", found.group("np")[len(np):]))
                 if re.match(r"^(?:something|anything|stuff|a thing|things)\b", np):
                     example = re.search(r"\blike\s+(?P<x>.+)$", found.group("np"))  # "something ..., like a handle?"
                     parsed = example and self._noun_phrase(example.group("x"), "part")
@@ -250,7 +256,10 @@ class PropertyRules:
                 for family in ("part", "material", "other-nouns"):
                     parsed = self._noun_phrase(np, family)
                     if parsed is not None:
-                        return attribute_parse(*parsed)
+                        terms, any_of = parsed
+                        if purpose and family == "part":
+                            terms = tuple(replace(t, yes_only=True) for t in terms)
+                        return attribute_parse(terms, any_of)
                 return UNKNOWN_PARSE
         return None
 
@@ -487,10 +496,14 @@ class PropertyRules:
             modifiers = [m for m in modifiers if m not in own]
             if strict and modifiers:
                 return None
+            # "finger slots": a modifier that is itself a part names another thing (a glove's finger slots are
+            # not what "slots" means to the knowledge base): neither its yes nor its no answers
+            compound = family == "part" and any(self.lookup("part", m) not in (None, attribute) for m in modifiers)
             part = next((p for p, a in COUNTED_PARTS.items() if a == attribute), "") if count is not None else ""
             if count is not None and not part:
                 modifiers = modifiers + [str(count)]
-            terms.append(Term(attribute, part=part, count=count or 0, restricted=bool(modifiers), compare=compare))
+            terms.append(Term(attribute, part=part, count=count or 0, restricted=bool(modifiers), compare=compare,
+                              yes_only=compound))
         return (tuple(terms), any_of) if terms else None
 
 
