@@ -168,6 +168,7 @@ HELDOUT_SETS = {
     "guess_my_city_everyday_v3": ("guess_city", lambda oracle, items: score_yes_no(oracle, items, "city")),
     "twenty_questions_everyday_v4": ("twenty_questions", lambda oracle, items: score_yes_no(oracle, items, "object")),
     "twenty_questions_everyday_v5": ("twenty_questions", lambda oracle, items: score_yes_no(oracle, items, "object")),
+    "twenty_questions_everyday_v6": ("twenty_questions", lambda oracle, items: score_yes_no(oracle, items, "object")),
 }
 DEV_SETS = {"twenty_questions_dev": HELDOUT_SETS["twenty_questions_everyday"],
             "twenty_questions_dev2": HELDOUT_SETS["twenty_questions_everyday"],
