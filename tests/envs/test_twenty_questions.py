@@ -315,6 +315,14 @@ def test_locations_compound_classes_degrees_senses_and_uses(oracle, name, questi
     ("baseball bat", "Is it used in golf?", "Yes."),  # a sport narrower than sports, named by another object
     ("doll", "Can you wash its clothes?", "No."),  # its clothes, not whether it is clothes
     ("bookshelf", "Is it a kind of furniture in a house?", "No."),  # "in a house" asks less than "in most homes"
+    ("sock", "Would you find it in a drawer?", "No."),  # a place the knowledge base does not name is not another one
+    ("jacket", "Is it mostly worn outside?", "No."),  # where it is worn, not where it is kept
+    ("lettuce", "Does it grow in the dirt?", "No."),  # in the soil, not underground
+    ("envelope", "Can it hold liquid?", "Yes."),  # a container need not hold water
+    ("tree", "Is it too tall to climb?", "Yes."),  # "too tall to" asks the opposite of what an ability attribute says
+    ("pencil", "Is it cheap?", "No."), ("car", "Is it cheap to buy?", "Yes."),  # cheap is not expensive
+    ("mountain", "Is the peak covered in ice?", "No."),  # its peak, not its colour or cover
+    ("ruler", "Can you draw lines with it?", "No."),  # its own fact says it draws straight lines
 ])
 def test_a_narrower_or_contradicted_no_is_not_given(secret, question, not_said):
     assert default_oracle().answer(secret, question).text != not_said

@@ -116,6 +116,15 @@ _HOW_IT_EATS = re.compile(r"^(?:is|are) (?:it|they) (?:very |really |too )?(?:ni
                           r"messy|tricky) to (?:eat|drink)\b")
 # A part named where something is done ("ride on its back", "carry it in their mouth"): the question is not about it.
 _ON_ITS = re.compile(r"\b(?:on|in|into|onto|under|from|at|by|over|across|behind|off|around|to)\s+(?:its|their)\s+(\w+)")
+_TOO_TO = re.compile(r"\btoo\s+\w+\s+(?:for\s+\w+(?:\s+\w+)?\s+)?to\b")
+# "Is the top white?", "are its leaves green?": the subject is a part of it
+_THE_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:is|are|does|do|can|could|will|would)\s+(?:the|its|their)\s+(\w+)")
+# verbs a part is had with ("powered by an engine", "covered in fur")
+_HAVING = frozenset(stem(w) for w in "powered equipped covered contain contains built fitted attached".split())
+_WHOLE_WORDS = frozenset(stem(w) for w in "surface outside outer exterior overall colour color shape size texture body".split())
+# the noun a place question names ("in a closet", "at the beach") and the use it may qualify ("worn outdoors")
+_PLACE_NOUN = re.compile(r"\b(?:in|at|on|inside|near)\s+(?:a|an|the|your|my|most|every|some)?\s*(\w+)\W*$")
+_USE_VERBS = re.compile(r"\b(worn|wear|played|play|eaten|eat|ridden|ride)\b")
 _ITS_NOUN = re.compile(r"\b(?:its|their)\s+(\w+)")
 # "Can it be carved?", "is it sliced": something done to it ("be used" is the attribute's own form)
 _PASSIVE = re.compile(r"\b(?:be|is|are|gets?|being)\s+(?!used\b)\w+(?:ed|en)\b")
@@ -143,7 +152,8 @@ _OPPOSITES = {stem(a): stem(b) for x, y in (("wake", "sleep"), ("awake", "asleep
                                             ("wet", "dry"), ("soft", "hard"), ("heavy", "light"), ("open", "close"),
                                             ("push", "pull"), ("day", "night"), ("summer", "winter"), ("fast", "slow"),
                                             ("loud", "quiet"), ("full", "empty"), ("rough", "smooth"), ("sweet", "sour"),
-                                            ("thick", "thin"), ("long", "short"), ("old", "young"), ("tall", "short"))
+                                            ("thick", "thin"), ("long", "short"), ("old", "young"), ("tall", "short"),
+                                            ("cheap", "expensive"), ("cheap", "cost"))
               for a, b in ((x, y), (y, x))}
 _FUNCTION_WORDS = frozenset("through across along inside within without onto upon".split())
 # "Do fish live in it?": the subject is another thing, not the object nor people using it.
@@ -157,6 +167,9 @@ _YOUR_BODY = re.compile(r"\b(?:your|my|our|their|his|her|someone's|a person's)\s
 _NARROWING = {"too": {"too"}, "nice": {"nice", "good"}, **dict.fromkeys(("itself", "own", "alone"), {"itself", "own", "alone"})}
 # A question about the object itself ("Does it ...?"), which its facts (said of it) can contradict.
 _IT_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:is|are|does|do|has|have|can|could|will|would)\s+(?:it|they|this)\b")
+# ... or what you do to something with it ("Can you draw straight lines with it?" against "draws straight lines"; not
+# "Do you eat with it?", which a horse's "eats hay" does not answer)
+_YOU_WITH_IT = re.compile(r"^(?:\w+\s+)??(?:can|could|do|would)\s+you\b.*\bwith\s+(?:it|them)\W*$")
 _WIDER = {"heavy": "weighs_a_lot"}  # too heavy for one person to lift -> heavy
 # "Is it wet when you use it?": a state at a moment, where the knowledge base stores the usual one.
 _CONDITION = re.compile(r"^(?:\w+\s+)??(?:is|are)\s+(?:it|they|this)\b.*\b(?:when|whenever|if|while)\b")
@@ -358,15 +371,23 @@ class TwentyQuestionsOracle:
         # a word-sharing match wins unless a paraphrase ranks clearly higher ("Could it kill you?" is dangerous, not bites)
         best = shared[0] if shared and (not close or shared[0][1] >= close[0][1] - _SHARED_MARGIN) else (close or [None])[0]
         if best is not None:
-            attribute = self.kb.attribute(best[0])
-            if (words - self._intent_words[best[0]]) & self._object_words:
-                return UNKNOWN_PARSE  # "Is it used in soccer?": narrower than sports, about another thing
-            # "finger slots", "a spot for each finger": a part asked with a word it does not have is another part;
-            # its yes holds (it has slots), its no says nothing about these
-            partial = attribute.family == "part" and (bool(words - self._intent_words[best[0]])
-                                                      or bool(re.search(r"\bfor\s+(?!it\b)\w+", text)))
-            return attribute_parse([Term(best[0], negated=negated, yes_only=partial)], score=best[1])
+            return self._matched(best, words, text, negated)
         return Parse("unknown", score=ranked[0][1] if ranked else 0.0)
+
+    def _matched(self, best: tuple[str, float], words: set[str], text: str, negated: bool) -> Parse:
+        """The parse of a question the embeddings matched to attribute `best`, where the question's words say
+        whether that attribute answers it all, only its yes, or nothing."""
+        intent, score = best
+        family, extra = self.kb.attribute(intent).family, words - self._intent_words[intent]
+        if extra & self._object_words:
+            return UNKNOWN_PARSE  # "Is it used in soccer?": narrower than sports, about another thing
+        if family == "place" and ({stem(w) for w in _PLACE_NOUN.findall(text)} - GENERIC_WORDS) - self._intent_words[intent]:
+            return UNKNOWN_PARSE  # "in a closet" is not "in the living room", "at the beach" not "in a zoo"
+        # its yes holds, its no says nothing: "worn outdoors" (where it is used, not where it is); a part asked with
+        # a word it does not have or for a purpose ("finger slots", "a spot for each finger") is another part
+        yes_only = (family == "place" and bool({stem(w) for w in _USE_VERBS.findall(text)} - self._intent_words[intent])) \
+            or (family == "part" and (bool(extra - _HAVING) or bool(re.search(r"\bfor\s+(?!it\b)\w+", text))))
+        return attribute_parse([Term(intent, negated=negated, yes_only=yes_only)], score=score)
 
     def _narrower(self, intent: str, text: str) -> bool:
         """Whether the attribute asks less than the question, so that its no is no answer: its question
@@ -416,6 +437,11 @@ class TwentyQuestionsOracle:
             return False  # "Can you sit on its back?" is not whether you sit on it
         if text and attribute.family != "part" and {stem(w) for w in _ITS_NOUN.findall(text)} & own & self._property_words:
             return False  # "Can you change its clothes?" asks about its clothes, not whether it is (made of) clothes
+        if text and _TOO_TO.search(text) and "too" not in tokens(attribute.question):
+            return False  # "too heavy to lift with one hand" asks the opposite of "held in one hand"
+        subject = {stem(w) for w in _THE_SUBJECT.findall(text)} - GENERIC_WORDS - _WHOLE_WORDS if text else set()
+        if subject and attribute.family != "part" and not subject & own:
+            return False  # "Is the top white with snow?" asks about its top, not its colour
         if text and intent.startswith("used_for_") and _PASSIVE.search(text):
             return False  # "Can it be carved?": done to it, where the attribute says what it does
         if any(_OPPOSITES.get(w) in own for w in words - own):
@@ -530,7 +556,8 @@ class TwentyQuestionsOracle:
         if value is None and parse.kind != "guess" \
                 and self.facts.says_yes(self.kb.object(secret).name, clean(question), parse.kind == "unknown"):
             value = True
-        elif value is False and parse.kind == "attribute" and _IT_SUBJECT.search(clean(question)) \
+        elif value is False and parse.kind == "attribute" and (_IT_SUBJECT.search(clean(question)) or (
+                _YOU_WITH_IT.search(clean(question)) and parse.terms[0].noun)) \
                 and self.facts.says_yes(self.kb.object(secret).name, clean(question), by_words=False):
             value = None  # the attribute says no, one of the object's own facts yes ("decorative"): not a no
         correct = parse.kind == "guess" and value is True

@@ -112,6 +112,7 @@ class PropertyRules:
         """`prepositions`: per attribute, "in"/"on" if its wordings use a "with" verb so ("fry food in it")."""
         self.kb = kb
         self.prepositions = prepositions or {}
+        self._text = ""
         self.nouns: dict[str, dict[tuple[str, ...], str]] = {}
         for a in kb.attributes:
             for noun in a.nouns:
@@ -136,6 +137,7 @@ class PropertyRules:
 
     def parse(self, text: str, remainder: str) -> Parse | None:
         """`text`: the cleaned question; `remainder`: it without frame words.  None: no rule applies."""
+        self._text = text  # the whole question, for rules that read one clause of it
         looks = re.search(r"\b(?:looks?\s+like|resembles?|shaped\s+like|in\s+the\s+shape\s+of)\s+(?P<x>.+?)\W*$", text)
         nouns = looks and [re.sub(r"^(?:(?:a|an|the|little|small|big|large|tiny|giant|huge)\s+)*", "", x.strip())
                            for x in re.split(r"\bor\b|,", looks.group("x"))]
@@ -350,7 +352,9 @@ class PropertyRules:
         plain = " ".join(w for w in vp.split() if w not in _PARTICLE_WORDS)
         attribute = self.verbs.get("it", {}).get(_key(vp)) or self.verbs.get("it", {}).get(_key(plain))
         if attribute:
-            return attribute_parse([Term(attribute)])
+            # "grow in the ground": true of what grows underground, and of lettuce too
+            weaker = attribute == "grows_underground" and not re.search(r"\bunder", self._text)
+            return attribute_parse([Term(attribute, yes_only=weaker)])
         use = self._with_verb(vp) if stem(tokens(vp)[0]) not in _DOER_VERBS else None
         if use is not None and (not use.terms[0].noun or tuple(use.terms[0].noun.split()) in self.objects[use.target]):
             return use
