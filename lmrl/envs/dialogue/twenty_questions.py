@@ -125,6 +125,7 @@ _WHOLE_WORDS = frozenset(stem(w) for w in "surface outside outer exterior overal
 # the noun a place question names ("in a closet", "at the beach") and the use it may qualify ("worn outdoors")
 _PLACE_NOUN = re.compile(r"\b(?:in|at|on|inside|near)\s+(?:a|an|the|your|my|most|every|some)?\s*(\w+)\W*$")
 _USE_VERBS = re.compile(r"\b(worn|wear|played|play|eaten|eat|ridden|ride)\b")
+_WHAT_IT_IS = frozenset({"class", "category", "material"})  # families "its <noun>" cannot ask ("its meat" can ask food)
 _ITS_NOUN = re.compile(r"\b(?:its|their)\s+(\w+)")
 # "Can it be carved?", "is it sliced": something done to it ("be used" is the attribute's own form)
 _PASSIVE = re.compile(r"\b(?:be|is|are|gets?|being)\s+(?!used\b)\w+(?:ed|en)\b")
@@ -435,7 +436,7 @@ class TwentyQuestionsOracle:
             return False  # it names another property or object ("feathers" is not fur)
         if text and attribute.family != "part" and {stem(w) for w in _ON_ITS.findall(text)} - own:
             return False  # "Can you sit on its back?" is not whether you sit on it
-        if text and attribute.family != "part" and {stem(w) for w in _ITS_NOUN.findall(text)} & own & self._property_words:
+        if text and attribute.family in _WHAT_IT_IS and {stem(w) for w in _ITS_NOUN.findall(text)} & own & self._property_words:
             return False  # "Can you change its clothes?" asks about its clothes, not whether it is (made of) clothes
         if text and _TOO_TO.search(text) and "too" not in tokens(attribute.question):
             return False  # "too heavy to lift with one hand" asks the opposite of "held in one hand"
