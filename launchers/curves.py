@@ -2,6 +2,7 @@
 
     python -m launchers.curves --task maze_fo --algos bc filtered_bc mc ilql --points 8
     python -m launchers.curves --task maze_fo --algos ilql --seeds 0 1 2 -- algo.epochs=4 algo.lr=3e-4
+    python -m launchers.curves --task maze_fo --algos ilql --tag 4x --name maze_fo_ilql_budget --merge -- algo.steps=1600
 
 Each (algorithm, seed) is one `python -m lmrl.train task=<task> algo=<algo> seed=<seed>
 algo.curve_points=<points> <overrides>` run (offline algorithms write `<run>/curve.csv`: the
@@ -12,6 +13,10 @@ write `rounds.csv`, one row per round of rollouts).  The rows are gathered into
 health against epochs (rounds for online algorithms).  Runs live under
 `results/curves/runs/<task>/` (git-ignored); a run whose curve is complete is reused, so adding an
 algorithm re-runs only that one.  `--workers` runs go at once, each with its share of the cores.
+A variant of an algorithm (other overrides) needs its own `--tag`: its runs and its rows are
+`<algo> (<tag>)`, so a finished run of other settings is never reused for it.  `--name` writes
+`<name>.{csv,png}` instead of `<task>.*`; `--merge` keeps the rows already there (of other algorithms,
+tags or seeds) and replaces only this invocation's, so one study can gather several variants.
 """
 
 from __future__ import annotations
@@ -30,13 +35,17 @@ ROOT = Path(__file__).resolve().parent.parent
 ONLINE = {"ppo", "online_filtered_bc"}
 
 
-def run_dir(out: Path, task: str, algo: str, seed: int) -> Path:
-    return out / "runs" / task / f"{algo}__s{seed}"
+def run_dir(out: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
+    return out / "runs" / task / (f"{algo}-{tag}__s{seed}" if tag else f"{algo}__s{seed}")
+
+
+def label(algo: str, tag: str = "") -> str:
+    return f"{algo} ({tag})" if tag else algo
 
 
 def run_one(task: str, algo: str, seed: int, args, threads: int) -> Path:
     """Train one curve (skipped when its run finished before); returns the run directory."""
-    directory = run_dir(args.out, task, algo, seed)
+    directory = run_dir(args.out, task, algo, seed, args.tag)
     if (directory / "metrics.json").exists():
         return directory
     points = [] if algo in ONLINE else [f"algo.curve_points={args.points}",
@@ -52,11 +61,21 @@ def run_one(task: str, algo: str, seed: int, args, threads: int) -> Path:
     return directory
 
 
-def rows_of(directory: Path, task: str, algo: str, seed: int) -> list[dict]:
+def rows_of(directory: Path, task: str, algo: str, seed: int, tag: str = "") -> list[dict]:
     """The run's curve rows with `task, algo, seed` and an x axis: `epochs` (offline) or `round`."""
     name = "rounds.csv" if algo in ONLINE else "curve.csv"
     with open(directory / name) as f:
-        return [{"task": task, "algo": algo, "seed": seed, **row} for row in csv.DictReader(f)]
+        return [{"task": task, "algo": label(algo, tag), "seed": seed, **row} for row in csv.DictReader(f)]
+
+
+def merged(path: Path, rows: list[dict]) -> list[dict]:
+    """The rows already in `path`, but those of the (algo, seed) pairs `rows` has, followed by `rows`."""
+    if not path.exists():
+        return rows
+    new = {(r["algo"], str(r["seed"])) for r in rows}
+    with open(path) as f:
+        kept = [r for r in csv.DictReader(f) if (r["algo"], r["seed"]) not in new]
+    return kept + rows
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -79,10 +98,12 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
     panels = [("normalized_score", "normalized score (curve episodes)"), ("train_loss", "training loss"),
               ("critic/spearman_states", "critic: per-state Spearman(V, mean return), held out"),
               ("critic/probe_agreement", "critic: task probe agreement")]
-    online = [r for r in rows if r["algo"] in ONLINE]
+    if any(r.get("critic/value_bias") for r in rows):
+        panels.append(("critic/value_bias", "critic: mean V - return, held out"))
+    online = [r for r in rows if r["algo"].split(" (")[0] in ONLINE]
     fig, axes = plt.subplots(1, len(panels) + bool(online), figsize=(4.2 * (len(panels) + bool(online)), 3.6))
     for ax, (key, title) in zip(axes, panels):
-        for (algo, seed), series in groups([r for r in rows if r["algo"] not in ONLINE and r.get(key)]).items():
+        for (algo, seed), series in groups([r for r in rows if r not in online and r.get(key)]).items():
             ax.plot([float(r["epochs"]) for r in series], [float(r[key]) for r in series], marker="o", ms=3,
                     label=f"{algo} s{seed}")
         ax.set_title(title, fontsize=9)
@@ -121,14 +142,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes-per-start", type=int, default=2, help="episodes per start state at a point")
     parser.add_argument("--workers", type=int, default=1, help="runs at once (each gets cores / workers threads)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "curves")
+    parser.add_argument("--tag", default="", help="names a variant (other overrides): its own runs and rows")
+    parser.add_argument("--name", default=None, help="output <name>.{csv,png} (default: the task)")
+    parser.add_argument("--merge", action="store_true", help="keep the output's other rows, replace only these runs'")
     parser.add_argument("overrides", nargs="*", help="lmrl.train overrides for every run (after --)")
     args = parser.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
     jobs = [(a, s) for a in args.algos for s in args.seeds]
     with ThreadPoolExecutor(args.workers) as pool:
         dirs = list(pool.map(lambda job: run_one(args.task, *job, args, max(1, cores // args.workers)), jobs))
-    rows = [row for (algo, seed), d in zip(jobs, dirs) for row in rows_of(d, args.task, algo, seed)]
-    out = args.out / args.task
+    rows = [row for (algo, seed), d in zip(jobs, dirs) for row in rows_of(d, args.task, algo, seed, args.tag)]
+    out = args.out / (args.name or args.task)
+    if args.merge:
+        rows = merged(out.with_suffix(".csv"), rows)
     write_csv(rows, out.with_suffix(".csv"))
     plot(rows, out.with_suffix(".png"), args.task)
     print(f"{len(rows)} curve rows -> {out.with_suffix('.csv')}, {out.with_suffix('.png')}")

@@ -24,3 +24,27 @@ def test_curves_gather_policy_loss_and_critic_points(tmp_path, monkeypatch):
     stamp = log.stat().st_mtime
     curves.main(argv)  # both runs finished: reused, not re-trained
     assert log.stat().st_mtime == stamp
+
+
+def test_a_tagged_variant_has_its_own_runs_and_merges_into_a_study(tmp_path, monkeypatch):
+    """A variant's rows are `algo (tag)` from its own run directory; --merge keeps the study's other rows."""
+    out = tmp_path / "curves"
+
+    def fake_run(task, algo, seed, args, threads):  # a finished run: only the CSV matters here
+        directory = curves.run_dir(args.out, task, algo, seed, args.tag)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "curve.csv").write_text(f"step,epochs,train_loss,normalized_score,critic/value_bias\n"
+                                             f"1,1,0.5,{10 if args.tag else 20},3.0\n")
+        return directory
+
+    monkeypatch.setattr(curves, "run_one", fake_run)
+    curves.main(["--task", "maze_fo", "--algos", "ilql", "--out", str(out), "--name", "study", "--merge"])
+    curves.main(["--task", "maze_fo", "--algos", "ilql", "--out", str(out), "--name", "study", "--merge",
+                 "--tag", "long", "--", "algo.steps=8"])
+    curves.main(["--task", "maze_fo", "--algos", "ilql", "--out", str(out), "--name", "study", "--merge",
+                 "--tag", "long", "--", "algo.steps=8"])  # again: replaced, not duplicated
+    with open(out / "study.csv") as f:
+        rows = [(r["algo"], r["normalized_score"]) for r in csv.DictReader(f)]
+    assert rows == [("ilql", "20"), ("ilql (long)", "10")]
+    assert curves.run_dir(out, "maze_fo", "ilql", 0, "long").name == "ilql-long__s0"
+    assert (out / "study.png").stat().st_size > 10_000 and not (out / "maze_fo.csv").exists()
