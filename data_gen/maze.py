@@ -54,9 +54,11 @@ from lmrl.envs.maze import (
     MOVES,
     Cell,
     MazeEnv,
+    distances_to_goal,
     is_wall,
     neighbour,
     optimal_directions,
+    parse_action,
     start_cells,
 )
 
@@ -196,6 +198,41 @@ def marginal_policy_return(episodes: list[Episode], per_start: int = 20, seed: i
     return sum(returns) / len(returns)
 
 
+def tabular_ilql(episodes: list[Episode], tau: float = 0.95, gamma: float = 0.99 ** 3, sweeps: int = 500) -> dict:
+    """ILQL's fixed point solved exactly on the data's FO transitions: Q(s, a) = mean over the data's
+    (s, a) of r + gamma V(s') (0 after the last move), V(s) = the tau-expectile of Q(s, .) weighted by
+    the data's action counts.  Move-level (gamma per move = 0.99 per token ** 3 tokens).  What a critic
+    that fits could learn from this data: {"probe": share of start cells whose best move is BFS-optimal,
+    "v": {cell: V}, "q": {cell: {direction: Q}}}."""
+    moves: dict[str, Counter] = defaultdict(Counter)  # observation -> (action, reward, next obs or None) counts
+    for ep in episodes:
+        turns = ep.turns
+        for i in range(1, len(turns), 2):
+            last = i + 1 == len(turns) - 1
+            moves[turns[i - 1].text][(turns[i].text, ep.rewards[i], None if last else turns[i + 1].text)] += 1
+    v: dict[str, float] = defaultdict(float)
+    q: dict[str, dict[str, float]] = {}
+    for _ in range(sweeps):
+        for state, outcomes in moves.items():
+            totals, counts = defaultdict(float), Counter()
+            for (action, reward, nxt), n in outcomes.items():
+                totals[action] += n * (reward + (gamma * v[nxt] if nxt is not None else 0.0))
+                counts[action] += n
+            q[state] = {a: totals[a] / counts[a] for a in counts}
+            value = v[state]
+            for _ in range(30):  # the expectile: a fixed point of its weighted mean
+                w = {a: counts[a] * (tau if q[state][a] >= value else 1 - tau) for a in counts}
+                value = sum(w[a] * q[state][a] for a in w) / sum(w.values())
+            v[state] = value
+    env, cells = MazeEnv(fully_observed=True), start_cells()
+    table = {c: env.reset(options={"init_position": c})[0][-1].text for c in cells}
+    best = {c: max(q[table[c]], key=q[table[c]].get) for c in cells if table[c] in q}
+    ok = sum(parse_action(best[c]) in optimal_directions(c) for c in best)
+    return {"probe": ok / len(cells), "v": {c: v[table[c]] for c in cells},
+            "q": {c: {parse_action(a) or f"invalid {a.strip()[:10]!r}": x for a, x in q.get(table[c], {}).items()}
+                  for c in cells}}
+
+
 def make_mix(**overrides) -> MazeMix:
     """`MazeMix` with `overrides`; an unknown name is a TypeError that lists the valid ones."""
     return with_overrides(MazeMix(), "maze", **overrides)
@@ -225,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--po", action="store_true", help="partially observed text (walls only)")
     parser.add_argument("--out", required=True, help="output JSONL path")
     parser.add_argument("--report", action="store_true", help="also estimate FO BC's score (tabular marginal policy)")
+    parser.add_argument("--tabular-ilql", type=float, default=None, metavar="TAU",
+                        help="also solve ILQL's fixed point exactly on the FO data at expectile TAU (what a fitted critic gives)")
     args = parser.parse_args(argv)
     data = list(generate(args.episodes, args.seed, fully_observed=not args.po))
     write_episodes(args.out, data)
@@ -233,6 +272,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"normalization dataset average return: {NORMALIZATION_AVG_RETURN}")
     if args.report:
         print(f"FO BC estimate (per-observation action frequencies): return {marginal_policy_return(data):.2f}")
+    if args.tabular_ilql is not None and not args.po:
+        solved = tabular_ilql(data, tau=args.tabular_ilql)
+        dist = distances_to_goal()
+        for cell, value in sorted(solved["v"].items(), key=lambda kv: dist[kv[0]]):
+            print(f"  {cell} distance {dist[cell]:2d}  V {value:7.2f}  " +
+                  " ".join(f"{d}:{x:7.2f}" for d, x in solved["q"][cell].items()))
+        print(f"tabular ILQL (tau {args.tabular_ilql}): best move BFS-optimal at {solved['probe']:.0%} of start cells")
 
 
 if __name__ == "__main__":
