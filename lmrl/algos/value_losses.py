@@ -102,17 +102,21 @@ def ilql_loss(
     cql_weight: float,
     weights: Tensor | None = None,
     norm: float | None = None,
+    value_max: float | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """L = L_Q1 + L_Q2 + L_V + cql_weight · (CQL_1 + CQL_2)  (algorithms.md §3.2).
 
     q*_all [B, L, V] online Q heads; v [B, L] online V; target_q*_taken [B, L] target-network Q of the
     taken tokens; tokens [B, L] = input_ids[:, 1:]; v_final [B] bootstrap after the last decision;
     weights [B] each sequence's multiplicity (merged duplicates; None = 1); norm: the denominator of every
-    mean (`_masked_mean`; None = this batch's own).
+    mean (`_masked_mean`; None = this batch's own).  value_max: an upper bound on both targets (the largest
+    return the rewards allow): a value above it is an error TD would otherwise feed on (not in the original).
     """
     y = bellman_targets(step_rewards, decide, next_idx, v, v_final, gamma)  # [B, L], online V, detached
     q1, q2 = gather_tokens(q1_all, tokens), gather_tokens(q2_all, tokens)  # [B, L]
     q_hat = torch.minimum(target_q1_taken, target_q2_taken).detach()  # ILQL: V regresses on min target Q
+    if value_max is not None:
+        y, q_hat = y.clamp(max=value_max), q_hat.clamp(max=value_max)
     l_q1, l_q2 = q_loss(q1, y, decide, weights, norm), q_loss(q2, y, decide, weights, norm)
     l_v = expectile_loss(v, q_hat, decide, tau, weights, norm)
     l_cql = cql_loss(q1_all, tokens, decide, weights, norm) + cql_loss(q2_all, tokens, decide, weights, norm)

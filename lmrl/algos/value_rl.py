@@ -79,6 +79,9 @@ class ILQLConfig(ValueRLConfig):
     tau: float = 0.7
     # Polyak weight on the online network for the target update.
     polyak_alpha: float = 0.005
+    # Upper bound of every bootstrapped target (Q's r + gamma V(s'), V's min target Q): the largest return the
+    # task's rewards allow from any state (0 on the maze, whose rewards are <= 0); None = no bound.
+    value_max: float | None = None
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -247,7 +250,7 @@ class ILQLTrainer(MCTrainer):
             v_final = self.bootstrap(batch)
         loss, logs = ilql_loss(out.qs[0][:, :-1], out.qs[1][:, :-1], out.v[:, :-1], tq1, tq2, m["tokens"],
                                m["step_rewards"], m["decide"], m["next_idx"], v_final, self.cfg.gamma, self.cfg.tau,
-                               self.cfg.cql_weight, batch["weights"], batch.get("norm"))
+                               self.cfg.cql_weight, batch["weights"], batch.get("norm"), value_max=self.cfg.value_max)
         return self.add_bc(loss, logs, out, batch)
 
     def bootstrap(self, batch: dict) -> torch.Tensor:

@@ -142,6 +142,19 @@ def test_ilql_loss_by_hand_and_stop_gradients():
     assert x["q1_all"].grad[0, 1].abs().sum() == 0 and x["q2_all"].grad[0, 1].abs().sum() == 0
 
 
+def test_value_max_bounds_both_bootstrapped_targets():
+    """value_max=0.75: y = [0.5, 2] -> [0.5, 0.75] and q_hat = [1, 0] -> [0.75, 0]; nothing else changes."""
+    x = _ilql_inputs()
+    _, logs = ilql_loss(**x, value_max=0.75)
+    # Q1 taken [1.5, 1]: (0.5*1^2 + 0.5*0.25^2) / 2;  Q2 taken [0, 3]: (0.5*0.5^2 + 0.5*2.25^2) / 2
+    assert logs["q1_loss"] == pytest.approx((0.5 + 0.5 * 0.0625) / 2)
+    assert logs["q2_loss"] == pytest.approx((0.5 * 0.25 + 0.5 * 2.25 ** 2) / 2)
+    # V = [0.5, 1] against [0.75, 0]: t0 0.75 * 0.5*0.0625, t2 0.25 * 0.5*1; / 2
+    assert logs["v_loss"] == pytest.approx((0.75 * 0.5 * 0.0625 + 0.25 * 0.5) / 2)
+    assert logs["target_mean"] == pytest.approx((0.5 + 0.75) / 2)
+    assert ilql_loss(**x, value_max=None)[0].item() == ilql_loss(**x)[0].item()
+
+
 def test_losses_and_targets_are_fp32_from_a_low_precision_forward():
     """Under bf16 autocast the heads return bf16; losses, TD targets and their logs are computed in fp32
     (these inputs are exact in bf16, so the result equals the fp32 one exactly)."""
