@@ -210,18 +210,21 @@ def tabular_ilql(episodes: list[Episode], tau: float = 0.95, gamma: float = 0.99
         for i in range(1, len(turns), 2):
             last = i + 1 == len(turns) - 1
             moves[turns[i - 1].text][(turns[i].text, ep.rewards[i], None if last else turns[i + 1].text)] += 1
+    counts = {state: Counter({a: 0 for a, _, _ in outcomes}) for state, outcomes in moves.items()}
+    for state, outcomes in moves.items():
+        for (action, _, _), n in outcomes.items():
+            counts[state][action] += n
     v: dict[str, float] = defaultdict(float)
     q: dict[str, dict[str, float]] = {}
     for _ in range(sweeps):
         for state, outcomes in moves.items():
-            totals, counts = defaultdict(float), Counter()
+            totals = defaultdict(float)
             for (action, reward, nxt), n in outcomes.items():
                 totals[action] += n * (reward + (gamma * v[nxt] if nxt is not None else 0.0))
-                counts[action] += n
-            q[state] = {a: totals[a] / counts[a] for a in counts}
+            q[state] = {a: totals[a] / n for a, n in counts[state].items()}
             value = v[state]
             for _ in range(30):  # the expectile: a fixed point of its weighted mean
-                w = {a: counts[a] * (tau if q[state][a] >= value else 1 - tau) for a in counts}
+                w = {a: n * (tau if q[state][a] >= value else 1 - tau) for a, n in counts[state].items()}
                 value = sum(w[a] * q[state][a] for a in w) / sum(w.values())
             v[state] = value
     env, cells = MazeEnv(fully_observed=True), start_cells()

@@ -116,6 +116,7 @@ _HOW_IT_EATS = re.compile(r"^(?:is|are) (?:it|they) (?:very |really |too )?(?:ni
                           r"messy|tricky) to (?:eat|drink)\b")
 # A part named where something is done ("ride on its back", "carry it in their mouth"): the question is not about it.
 _ON_ITS = re.compile(r"\b(?:on|in|into|onto|under|from|at|by|over|across|behind|off|around|to)\s+(?:its|their)\s+(\w+)")
+# "too heavy to lift": the negation of an ability, unless the attribute itself says "too"
 _TOO_TO = re.compile(r"\btoo\s+\w+\s+(?:for\s+\w+(?:\s+\w+)?\s+)?to\b")
 # "Is the top white?", "are its leaves green?": the subject is a part of it
 _THE_SUBJECT = re.compile(r"^(?:\w+\s+)??(?:is|are|does|do|can|could|will|would)\s+(?:the|its|their)\s+(\w+)")
@@ -154,7 +155,7 @@ _OPPOSITES = {stem(a): stem(b) for x, y in (("wake", "sleep"), ("awake", "asleep
                                             ("push", "pull"), ("day", "night"), ("summer", "winter"), ("fast", "slow"),
                                             ("loud", "quiet"), ("full", "empty"), ("rough", "smooth"), ("sweet", "sour"),
                                             ("thick", "thin"), ("long", "short"), ("old", "young"), ("tall", "short"),
-                                            ("cheap", "expensive"), ("cheap", "cost"))
+                                            ("cheap", "expensive"))
               for a, b in ((x, y), (y, x))}
 _FUNCTION_WORDS = frozenset("through across along inside within without onto upon".split())
 # "Do fish live in it?": the subject is another thing, not the object nor people using it.
