@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
+from lmrl import findings
 from lmrl.records import load_records, skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,7 +241,8 @@ def figure(cells: pd.DataFrame, paper: pd.DataFrame, path: Path, title: str) -> 
 
 
 def build(records_dir: Path, name: str, out_dir: Path, paper_path: Path = PAPER_TABLE2) -> dict[str, Path]:
-    """Write <out>/<name>.csv (tidy cells), .md, .tex and .png; returns their paths."""
+    """Write <out>/<name>.csv (tidy cells), .md (the table, then the paper's findings tested on it), .tex, .png and
+    <name>_findings.csv (one row per comparison); returns their paths."""
     records_dir = Path(records_dir)
     if not records_dir.is_dir():
         raise SystemExit(f"{records_dir}: no such records directory (run the sweep first)")
@@ -250,6 +252,7 @@ def build(records_dir: Path, name: str, out_dir: Path, paper_path: Path = PAPER_
     cells = aggregate(df, plan, paper, stale_marks(plan))
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex", "png")}
+    paths["findings"] = out_dir / f"{name}_findings.csv"
     cells.to_csv(paths["csv"], index=False, float_format="%.6g")
     table = wide(cells, paper)
     seeds = sorted({int(s) for s in df.loc[df["status"] == "ok", "seed"]}) if len(df) else []
@@ -260,7 +263,11 @@ def build(records_dir: Path, name: str, out_dir: Path, paper_path: Path = PAPER_
                     "hash does not capture (the experiment's `sweep.stale`) until they are re-run."]
                if (cells["stale"] != "").any() else []),
              "", "Built by `python -m lmrl.report` from the records (not edited by hand)."]
-    paths["md"].write_text(to_markdown(table, f"{name}: LMRL-Gym Table 2, ours vs the paper", notes))
+    claims, comparisons = findings.findings(cells, paper)
+    comparisons.to_csv(paths["findings"], index=False, float_format="%.6g")
+    names = {t: paper.at[t, "paper_task"] for t in paper.index}
+    paths["md"].write_text(to_markdown(table, f"{name}: LMRL-Gym Table 2, ours vs the paper", notes) + "\n"
+                           + findings.to_markdown(claims, comparisons, names))
     paths["tex"].write_text(to_latex(table, f"{name}: normalized scores, mean $\\pm$ stderr over seeds "
                                            "(the paper's value in parentheses)."))
     figure(cells, paper, paths["png"], f"{name}: normalized scores")

@@ -99,6 +99,11 @@ def test_report_numbers_by_hand(tmp_path):
     assert "| FO Maze | 50.0 ± 14.4 (58.2) | 100.0 (99.9) |" in md
     assert "failed: ConfigError: bc: lr must be > 0" in md and "not run yet" in md
     assert "4 runs" in md  # provenance counts the selected successful records only
+    # the paper's findings tested on the table: ILQL vs MC has no MC score here, BC's 3 seeds meet ILQL's one
+    assert "## Findings" in md and "| ILQL beats MC on the maze and Text-Nav | **inconclusive** | 0 | 0 | 4 |" in md
+    assert "FO Maze best_offline_rl=ilql | FO Maze bc | +41.7 | +50.0 | inconclusive: one seed" in md
+    assert len(__import__("pandas").read_csv(paths["findings"])) == sum(len(c.comparisons) for c in
+                                                                         __import__("lmrl.findings").findings.CLAIMS)
     tex = paths["tex"].read_text()
     assert r"50.0 $\pm$ 14.4 (58.2)" in tex and r"\begin{tabular}" in tex
     png = paths["png"].read_bytes()
