@@ -119,10 +119,12 @@ def plan(experiment: str, extra: list[str], only: dict[str, set[str]]) -> Sweep:
                     continue
                 if skip_reason(spec, task, algo) is not None:
                     continue
-                # An algorithm's budget (the prompted column's episodes) wins over its task's.
+                # An algorithm's budget (the prompted column's episodes) wins over its task's, and one cell's
+                # (a budget chosen from that task's learning curves) over both.
                 overrides = [f"+experiment={experiment}", f"task={task}", f"algo={algo}", f"seed={seed}",
                              *(spec.get("task_overrides") or {}).get(task, []),
-                             *(spec.get("algo_overrides") or {}).get(algo, []), *extra]
+                             *(spec.get("algo_overrides") or {}).get(algo, []),
+                             *((spec.get("cell_overrides") or {}).get(task) or {}).get(algo, []), *extra]
                 sweep.cells.append(Cell(task, algo, seed, overrides))
     # Cells of a seed beyond the first wait for every task's first seed: a short sweep still covers the table.
     sweep.cells.sort(key=lambda c: (c.algo in ("prompt",), order_of(spec["seeds"], c.seed)))
@@ -138,10 +140,16 @@ def order_of(seeds: list, seed) -> int:
     return seeds.index(seed) if seed in seeds else len(seeds)
 
 
-def write_plan(sweep: Sweep) -> None:
+def write_plan(sweep: Sweep, whole: Sweep | None = None) -> None:
+    """`<records>/plan.json`: every cell of the experiment (the report's selection of current records).  When
+    `--only` ran a subset, `whole` is the experiment's full plan: the subset's cells replace theirs in it."""
     sweep.records.mkdir(parents=True, exist_ok=True)
+    cells = sweep.cells
+    if whole is not None:
+        ran = {c.name: c for c in sweep.cells}
+        cells = [ran.get(c.name, c) for c in whole.cells]
     doc = {"experiment": sweep.experiment, "spec": sweep.spec,
-           "cells": [{k: v for k, v in asdict(c).items() if k != "done"} for c in sweep.cells]}
+           "cells": [{k: v for k, v in asdict(c).items() if k != "done"} for c in cells]}
     (sweep.records / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 
@@ -288,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_costs:
             print(sizing.report(sweep, args, args.launcher or sweep.spec.get("launcher", "local")))
         return 0  # a dry run leaves plan.json (the last run's per-cell status and times) as it is
-    write_plan(sweep)
+    whole = plan(experiment, args.overrides, {}) if args.only else None
+    write_plan(sweep, whole)
     group = f"{sweep.experiment}" if use_wandb else None
     launcher = choose_launcher(args.launcher or sweep.spec.get("launcher", "local"))
     timeout = float(sweep.spec.get("timeout_min") or 60)
@@ -298,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         run_local(sweep, runs, args.workers or int(sweep.spec.get("workers") or 1), timeout, group)
     else:
         run_submitit(sweep, runs, "slurm" if launcher == "slurm" else "local", timeout, group)
-    write_plan(sweep)
+    write_plan(sweep, whole)
     failed = [c for c in sweep.cells if c.status == "failed"]
     ran = sum(c.status == "ok" for c in sweep.cells)
     print(f"{sweep.experiment}: {ran} cells run, {len(failed)} failed, {len(sweep.cells) - ran - len(failed)} reused, "

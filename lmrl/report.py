@@ -65,15 +65,26 @@ def stale_reason(stale: dict, task: str, algo: str) -> str:
     return str(mark.get(algo) or "") if isinstance(mark, dict) else str(mark)
 
 
+OLDER_CONFIG = "records of an older configuration (the plan's config has not run yet)"
+
+
 def select_records(records: list[dict], plan: dict | None) -> pd.DataFrame:
     """One row per (task, algo, seed): the planned config's record if there is a plan, else the newest;
-    a successful record wins over a failed one of the same config."""
+    a successful record wins over a failed one of the same config.  A planned (task, algo) cell with no record of
+    its planned configs keeps its newest older-config records, flagged `older` (the table marks them stale), so a
+    table whose plan changed shows what was measured until the cell re-runs; older records never mix into a cell
+    that has a planned one."""
     df = pd.DataFrame(records)
     if df.empty:
-        return pd.DataFrame(columns=["task", "algo", "seed", "status", "config_hash", "normalized_score"])
+        return pd.DataFrame(columns=["task", "algo", "seed", "status", "config_hash", "normalized_score", "older"])
+    df = df.assign(older=False)
     if plan is not None:
         planned = {c["digest"] for c in plan["cells"]}
-        df = df[df["config_hash"].isin(planned)]
+        current = df["config_hash"].isin(planned)
+        cells = {(c["task"], c["algo"]) for c in plan["cells"]}
+        have = set(zip(df.loc[current, "task"], df.loc[current, "algo"]))
+        keep = [(t, a) in cells and (t, a) not in have for t, a in zip(df["task"], df["algo"])]
+        df = df[current | pd.Series(keep, index=df.index)].assign(older=lambda d: ~d["config_hash"].isin(planned))
     df = df.assign(_ok=(df["status"] == "ok").astype(int), _t=df.get("finished", pd.Series("", index=df.index)))
     df = df.sort_values(["_ok", "_t"]).groupby(["task", "algo", "seed"], as_index=False).tail(1)
     return df.drop(columns=["_ok", "_t"]).reset_index(drop=True)
@@ -116,6 +127,8 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame, stale: d
             else:
                 row.update(status="not run", note="not run yet")
             row["stale"] = stale_reason(stale or {}, task, algo) if len(cell) else ""
+            if len(cell) and cell["older"].any() and not row["stale"]:
+                row["stale"] = OLDER_CONFIG
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -147,6 +147,44 @@ def test_report_marks_stale_cells_and_keeps_their_values(tmp_path):
     assert stale_marks(None) == {}
 
 
+def test_a_changed_plan_keeps_older_records_marked_until_the_cell_reruns(tmp_path):
+    """A planned cell with no record of its planned config shows its older-config records, marked stale; a cell
+    with a planned record never mixes in older ones (seed 1 of maze_fo bc below is older: left out)."""
+    from lmrl.report import OLDER_CONFIG
+
+    records = tmp_path / "records"
+    write_record(records, record("maze_fo", "bc", 0, -83.0, "new0"))
+    write_record(records, record("maze_fo", "bc", 1, -6.84, "old1"))
+    write_record(records, record("maze_po", "bc", 0, -44.92, "old2"))
+    write_record(records, record("maze_po", "bc", 1, -83.0, "old3"))
+    write_record(records, record("chess", "bc", 0, -83.0, "old4"))  # not in the plan at all: never shown
+    plan = [{"task": t, "algo": "bc", "seed": s, "digest": f"{t}{s}"} for t in ("maze_fo", "maze_po") for s in (0, 1)]
+    plan[0]["digest"] = "new0"
+    spec = {"tasks": ["maze_fo", "maze_po"], "algos": ["bc"], "seeds": [0, 1]}
+    (records / "plan.json").write_text(json.dumps({"experiment": "synthetic", "spec": spec, "cells": plan}))
+    paths = build(records, "older", tmp_path / "out")
+    cells = {r["task"]: r for r in __import__("pandas").read_csv(paths["csv"], keep_default_na=False).to_dict("records")}
+    assert cells["maze_fo"]["seeds"] == 1 and float(cells["maze_fo"]["normalized_mean"]) == 50 and not cells["maze_fo"]["stale"]
+    assert cells["maze_po"]["seeds"] == 2 and float(cells["maze_po"]["normalized_mean"]) == 62.5
+    assert cells["maze_po"]["stale"] == OLDER_CONFIG and "chess" not in cells
+    assert f"[stale: {OLDER_CONFIG}]" in paths["md"].read_text()
+
+
+def test_a_subset_run_keeps_the_whole_experiment_in_the_plan(tmp_path):
+    """`--only` runs some cells; plan.json still lists every cell (the report's selection), with the subset's
+    statuses."""
+    from launchers.sweep import Cell, Sweep, write_plan
+
+    whole = Sweep("x", {"tasks": ["a", "b"]}, tmp_path,
+                  [Cell("a", "bc", 0, [], "d1"), Cell("b", "bc", 0, [], "d2", status="todo")])
+    subset = Sweep("x", {"tasks": ["a", "b"]}, tmp_path, [Cell("b", "bc", 0, [], "d2", status="ok", seconds=3.0)])
+    write_plan(subset, whole)
+    cells = json.loads((tmp_path / "plan.json").read_text())["cells"]
+    assert [(c["task"], c["digest"], c["status"]) for c in cells] == [("a", "d1", "todo"), ("b", "d2", "ok")]
+    write_plan(subset)
+    assert [c["task"] for c in json.loads((tmp_path / "plan.json").read_text())["cells"]] == ["b"]
+
+
 def test_table2_small_marks_the_cells_run_before_issue_19():
     """Wordle ran on the old word list, 20Q and Guess My City on the old oracles: the committed table says so."""
     from lmrl.report import stale_marks
@@ -268,6 +306,17 @@ def test_plan_skips_cells_and_hashes_without_the_cache_path():
     assert len(plan("table2_small", ["sweep.skip=null"], {"task": {"chess"}, "algo": {"prompt"}}).cells) == 1
     moved = plan("table2_small", ["cache_dir=/tmp/elsewhere"], {"task": {"text_nav_fo"}, "algo": {"bc"}, "seed": {"0"}})
     assert moved.cells[0].digest == sweep.cells[0].digest
+
+
+def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
+    """table2_small's FO maze MC cell trains the budget its curves chose (300 x 256 after a 600 x 64 BC stage),
+    while another task's MC keeps the table's."""
+    from launchers.sweep import plan
+
+    sweep = plan("table2_small", [], {"task": {"maze_fo", "maze_po"}, "algo": {"mc"}, "seed": {"0"}})
+    fo, po = (sweep.configs[c.name].algo for c in sorted(sweep.cells, key=lambda c: c.task))
+    assert (fo.steps, fo.batch_size, fo.bc.steps, fo.bc.batch_size) == (300, 256, 600, 64)
+    assert (po.steps, po.batch_size, po.bc.steps) == (150, 16, 150)
 
 
 def test_unknown_experiment_lists_the_valid_ones():
