@@ -65,7 +65,7 @@ def stale_reason(stale: dict, task: str, algo: str) -> str:
     return str(mark.get(algo) or "") if isinstance(mark, dict) else str(mark)
 
 
-OLDER_CONFIG = "records of an older configuration (the plan's config has not run yet)"
+OLDER_CONFIG = "older configuration, not re-run yet"
 
 
 def select_records(records: list[dict], plan: dict | None) -> pd.DataFrame:

@@ -37,6 +37,9 @@ from lmrl.rollout.rerank import RerankPolicy
 log = logging.getLogger(__name__)
 
 
+HEADLINES = ("guided", "rerank")
+
+
 @dataclass
 class ValueRLConfig(OptimFields):
     name: str = "mc"
@@ -50,6 +53,9 @@ class ValueRLConfig(OptimFields):
     guide_min_prob: float = 1.0e-3
     # Also evaluate a greedy reranker over the task's action list (when the task has one).
     rerank: bool = True
+    # The run's headline policy: `guided` (value-guided sampling at beta) or `rerank` (the reranker over the
+    # task's action list, argmax of each move's summed Q: the original's other extraction; always evaluated).
+    headline: str = "guided"
     # Initial bias of the heads' last layer; null = the data's mean discounted return at decision points.
     head_bias: float | None = None
     # One network as policy and critic (trlx) instead of frozen BC policy + value trunk.
@@ -69,6 +75,8 @@ class ValueRLConfig(OptimFields):
             problems.append(f"gamma must be in [0, 1] (got {self.gamma})")
         if self.cql_weight < 0 or self.beta < 0 or any(b < 0 for b in self.eval_betas):
             problems.append("cql_weight, beta and eval_betas must be >= 0")
+        if self.headline not in HEADLINES:
+            problems.append(f"headline must be one of {', '.join(HEADLINES)} (got {self.headline!r})")
         return problems
 
 
@@ -197,15 +205,20 @@ class MCTrainer(BCTrainer):
 
 def value_policies(value: ValueModel, policy_lm, tokenizer, task, cfg: ValueRLConfig, eval_cfg, seed: int,
                    betas: list[float] | None = None) -> dict:
-    """Value-guided sampling at `cfg.beta` (the headline) and each of `cfg.eval_betas` (or at
-    `betas` when given), plus a greedy reranker when the task lists its actions."""
+    """Value-guided sampling at `cfg.beta` and each of `cfg.eval_betas` (or at `betas` when given), plus a greedy
+    reranker when the task lists its actions; the first is the headline (the reranker with `headline: rerank`)."""
     value.eval()
+    actions = task.cfg.get("actions")
     out = {}
+    if cfg.headline == "rerank":
+        if not actions:
+            raise ValueError(f"algo.headline=rerank needs a task with an action list (task.actions); {task.name} "
+                             "has none: use algo.headline=guided")
+        out["rerank"] = None  # first: the headline
     for beta in dict.fromkeys(betas if betas else [cfg.beta, *cfg.eval_betas]):
         guided = GuidedLM(value, policy_lm, beta, cfg.guide_min_prob)
         out[f"beta={beta:g}"] = lm_policy(guided, tokenizer, task, eval_cfg, seed)
-    actions = task.cfg.get("actions")
-    if actions and cfg.rerank:
+    if actions and (cfg.rerank or cfg.headline == "rerank"):
         out["rerank"] = RerankPolicy(value, tokenizer, list(actions), task.history_window, eval_cfg.max_input_tokens,
                                      seed)
     return out

@@ -63,3 +63,34 @@ def test_min_prob_keeps_guidance_inside_the_policy_support():
     eligible = torch.isfinite(out)
     assert torch.equal(eligible, (probs >= 0.004) | (probs == probs.max(-1, keepdim=True).values))
     assert 0 < eligible.sum() < eligible.numel()
+
+
+def test_headline_rerank_puts_the_reranker_first_and_needs_an_action_list():
+    """`headline: rerank` makes the reranker the run's headline (first policy) even with `rerank: false`; a task
+    without an action list is refused with the fix; an unknown headline is a config error."""
+    import pytest
+    from omegaconf import OmegaConf
+
+    from lmrl.algos.value_rl import ValueRLConfig, value_policies
+    from lmrl.rollout.rerank import RerankPolicy
+
+    vm, tok = value_model(n_q=1)
+    policy, _ = tiny(seed=0)
+    eval_cfg = OmegaConf.create({"max_input_tokens": 64, "max_new_tokens": 4, "temperature": 1.0, "batch_size": 8})
+
+    class MazeLike:
+        name, history_window = "maze_fo", 1
+        cfg = OmegaConf.create({"actions": ["move up\n", "move left\n"], "history_window": 1})
+
+    class NoActions(MazeLike):
+        name = "text_nav_fo"
+        cfg = OmegaConf.create({"actions": None, "history_window": 1})
+
+    cfg = ValueRLConfig(beta=8.0, eval_betas=[0.5], rerank=False, headline="rerank")
+    policies = value_policies(vm, policy, tok, MazeLike(), cfg, eval_cfg, 0)
+    assert list(policies) == ["rerank", "beta=8", "beta=0.5"] and isinstance(policies["rerank"], RerankPolicy)
+    guided = value_policies(vm, policy, tok, MazeLike(), ValueRLConfig(beta=8.0, rerank=False), eval_cfg, 0)
+    assert list(guided) == ["beta=8"]
+    with pytest.raises(ValueError, match="action list.*headline=guided"):
+        value_policies(vm, policy, tok, NoActions(), cfg, eval_cfg, 0)
+    assert any("headline must be one of guided, rerank" in p for p in ValueRLConfig(headline="best").validate())
