@@ -125,15 +125,19 @@ class BCTrainer:
         batches it would have seen.  The batch (`batch_size` sequences or `batch_tokens` tokens) is
         global: with several processes each takes an interleaved share of every batch."""
         world, r, epoch = world_size(), rank(), 0
+        drawn = self.draws_by_weight(seqs)
         plan = self.epoch_plan(seqs, epoch, salt)
         while start >= len(plan):  # resuming: skip whole epochs
             start, epoch = start - len(plan), epoch + 1
             plan = self.epoch_plan(seqs, epoch, salt)
         while True:
             for chunk in plan[start:]:
-                batch = self.collate([seqs[j] for j in (chunk[r::world] if world > 1 else chunk)])
-                if isinstance(seqs[chunk[0]], TokenSequence):  # token sequences: the global batch's mean
-                    batch["norm"] = loss_norm([seqs[j] for j in chunk], world)
+                items = [seqs[j] for j in chunk]
+                if drawn:  # drawn in proportion to their weights: each draw counts once
+                    items = [dataclasses.replace(s, weight=1.0) for s in items]
+                batch = self.collate(items[r::world] if world > 1 else items)
+                if isinstance(items[0], TokenSequence):  # token sequences: the global batch's mean
+                    batch["norm"] = loss_norm(items, world)
                 yield batch
             start, epoch = 0, epoch + 1
             plan = self.epoch_plan(seqs, epoch, salt)
@@ -142,10 +146,22 @@ class BCTrainer:
         """Epoch `epoch`'s batches as lists of sequence indices."""
         g = torch.Generator().manual_seed(hash_seed(self.seed, salt, epoch))
         n, bs = len(seqs), self.cfg.batch_size
-        order = torch.randperm(n, generator=g).tolist()
+        if self.draws_by_weight(seqs):  # n draws in proportion to the weights, with replacement
+            order = torch.multinomial(torch.as_tensor(seqs.weight, dtype=torch.float64), n, replacement=True,
+                                      generator=g).tolist()
+        else:
+            order = torch.randperm(n, generator=g).tolist()
         if self.cfg.batch_tokens:
             return token_batches(order, sequence_lengths(seqs), self.cfg.batch_tokens, g)
         return [order[i : i + bs] for i in range(0, max(1, n - bs + 1), bs)]
+
+    def draws_by_weight(self, seqs) -> bool:
+        """Batches of merged sequences drawn in proportion to their weights (`dedup_batches: draw`): when their
+        weights differ and one batch does not hold them all (a whole-data batch stays the exact weighted sum)."""
+        weight = getattr(seqs, "weight", None)
+        if self.cfg.dedup_batches != "draw" or weight is None or len(seqs) == 0 or float(np.ptp(weight)) == 0:
+            return False
+        return bool(self.cfg.batch_tokens) or len(seqs) > self.cfg.batch_size
 
     def collate(self, seqs: Sequence[TokenSequence]) -> dict:
         """A padded batch on the engine's device: every tensor a loss sees crosses over here.

@@ -152,16 +152,18 @@ class MCTrainer(BCTrainer):
         return seqs
 
     def mean_return(self) -> float:
-        """Mean discounted return over the data's decision points.  Adam moves a weight by about
-        lr per step, so heads that start at 0 cannot reach returns of -50 in a CPU-sized run;
-        starting at the mean leaves them only the differences between actions to learn."""
-        total, count = 0.0, 0
+        """Mean discounted return over the data's decision points (merged sequences count as often as they
+        occur).  Adam moves a weight by about lr per step, so heads that start at 0 cannot reach returns of -50
+        in a CPU-sized run; starting at the mean leaves them only the differences between actions to learn."""
+        total, count = 0.0, 0.0
         for i in range(0, len(self.seqs), 1024):
             batch = collate(self.seqs[i : i + 1024], self.tokenizer.pad_token_id)
             m = self.mdp(batch)
             returns = mc_returns(m["step_rewards"], m["decide"], m["next_idx"], batch["tails"], self.cfg.gamma)
-            total, count = total + float(returns[m["decide"]].sum()), count + int(m["decide"].sum())
-        return total / max(count, 1)
+            weight = batch["weights"][:, None].expand_as(returns).double()
+            total += float((returns.double() * weight)[m["decide"]].sum())
+            count += float(weight[m["decide"]].sum())
+        return total / max(count, 1e-12)
 
     def mdp(self, batch: dict) -> dict:
         """Shifted per-step tensors of the token-level MDP for a collated batch."""

@@ -106,3 +106,38 @@ def test_a_cached_stage_is_built_once_and_its_partial_checkpoints_removed(tmp_pa
     assert (first / "config.json").exists() and first.parent == tmp_path / "bc" / "maze_fo"
     assert not first.with_name(first.name + ".partial").exists() and not built[0].exists()
     assert cached_stage(task, "bc", {"seed": 1}, "BC stage", build) != first and len(built) == 2  # another key
+
+
+def test_merged_sequences_are_drawn_in_proportion_to_their_counts():
+    """`dedup_batches: draw`: when one batch does not hold every merged sequence, a batch's sequences are drawn
+    in proportion to their counts (the full data's distribution) and count once each; a batch that holds them all,
+    equal weights, or `weight` mode keep the shuffled distinct sequences with their count weights."""
+    import types
+    from collections import Counter
+
+    import numpy as np
+
+    from lmrl.algos.base import OptimFields
+    from lmrl.algos.bc import BCTrainer
+    from lmrl.data.packed import PackedSequences
+    from lmrl.data.tokenize import TokenSequence
+
+    def seq(token):
+        return TokenSequence(np.array([1, token], np.int32), np.array([False, True]), np.zeros(2, np.float32), True)
+
+    data = PackedSequences.build([seq(5)] * 90 + [seq(6)] * 9 + [seq(7)], dedup=True)
+    assert list(data.weight) == [90, 9, 1]
+
+    def trainer(batch_size, mode="draw"):
+        fake = types.SimpleNamespace(cfg=OptimFields(batch_size=batch_size, dedup_batches=mode), seed=0)
+        fake.draws_by_weight = lambda s: BCTrainer.draws_by_weight(fake, s)
+        return fake
+
+    small = trainer(1)
+    assert BCTrainer.draws_by_weight(small, data)
+    drawn = Counter(i for e in range(300) for batch in BCTrainer.epoch_plan(small, data, e) for i in batch)
+    assert abs(drawn[0] / 900 - 0.9) < 0.03 and abs(drawn[1] / 900 - 0.09) < 0.03
+    assert not BCTrainer.draws_by_weight(trainer(3), data)  # one batch holds all three: exact weighted sum
+    assert not BCTrainer.draws_by_weight(trainer(1, "weight"), data)
+    assert not BCTrainer.draws_by_weight(small, PackedSequences.build([seq(5), seq(6)], dedup=True))  # equal
+    assert sorted(BCTrainer.epoch_plan(trainer(1, "weight"), data, 0)) == [[0], [1], [2]]
