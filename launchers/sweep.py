@@ -98,8 +98,10 @@ def parse_only(items: list[str]) -> dict[str, set[str]]:
     return only
 
 
-def plan(experiment: str, extra: list[str], only: dict[str, set[str]]) -> Sweep:
-    """Every cell of the experiment, its full override list, config hash, and whether a record exists."""
+def plan(experiment: str, extra: list[str], only: dict[str, set[str]], lenient: bool = False) -> Sweep:
+    """Every cell of the experiment, its full override list, config hash, and whether a record exists.
+    `lenient`: cells whose config does not compose with `extra` are left out instead of failing (the whole
+    experiment's plan written beside an `--only` subset: an override may only make sense for the subset)."""
     if experiment not in experiments():
         raise SystemExit(f"unknown experiment {experiment!r}; valid: {', '.join(experiments())}")
     base = compose_cfg([f"+experiment={experiment}", *extra])
@@ -128,11 +130,19 @@ def plan(experiment: str, extra: list[str], only: dict[str, set[str]]) -> Sweep:
                 sweep.cells.append(Cell(task, algo, seed, overrides))
     # Cells of a seed beyond the first wait for every task's first seed: a short sweep still covers the table.
     sweep.cells.sort(key=lambda c: (c.algo in ("prompt",), order_of(spec["seeds"], c.seed)))
+    kept = []
     for cell in sweep.cells:
-        cfg = sweep.configs[cell.name] = compose_cfg(cell.overrides)
+        try:
+            cfg = sweep.configs[cell.name] = compose_cfg(cell.overrides)
+        except Exception:  # noqa: BLE001 - Hydra raises several kinds for an override a config lacks
+            if not lenient:
+                raise
+            continue
         cell.digest = config_hash(cfg)
         cell.done = find_record(records, cell.digest) is not None
         cell.status = "done" if cell.done else "todo"
+        kept.append(cell)
+    sweep.cells = kept
     return sweep
 
 
@@ -296,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_costs:
             print(sizing.report(sweep, args, args.launcher or sweep.spec.get("launcher", "local")))
         return 0  # a dry run leaves plan.json (the last run's per-cell status and times) as it is
-    whole = plan(experiment, args.overrides, {}) if args.only else None
+    whole = plan(experiment, args.overrides, {}, lenient=True) if args.only else None
     write_plan(sweep, whole)
     group = f"{sweep.experiment}" if use_wandb else None
     launcher = choose_launcher(args.launcher or sweep.spec.get("launcher", "local"))
