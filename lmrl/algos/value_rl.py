@@ -211,19 +211,17 @@ def value_policies(value: ValueModel, policy_lm, tokenizer, task, cfg: ValueRLCo
     reranker when the task lists its actions; the first is the headline (the reranker with `headline: rerank`)."""
     value.eval()
     actions = task.cfg.get("actions")
-    out = {}
-    if cfg.headline == "rerank":
-        if not actions:
-            raise ValueError(f"algo.headline=rerank needs a task with an action list (task.actions); {task.name} "
-                             "has none: use algo.headline=guided")
-        out["rerank"] = None  # first: the headline
-    for beta in dict.fromkeys(betas if betas else [cfg.beta, *cfg.eval_betas]):
-        guided = GuidedLM(value, policy_lm, beta, cfg.guide_min_prob)
-        out[f"beta={beta:g}"] = lm_policy(guided, tokenizer, task, eval_cfg, seed)
-    if actions and (cfg.rerank or cfg.headline == "rerank"):
-        out["rerank"] = RerankPolicy(value, tokenizer, list(actions), task.history_window, eval_cfg.max_input_tokens,
-                                     seed)
-    return out
+    if cfg.headline == "rerank" and not actions:
+        raise ValueError(f"algo.headline=rerank needs a task with an action list (task.actions); {task.name} "
+                         "has none: use algo.headline=guided")
+    guided = {f"beta={beta:g}": lm_policy(GuidedLM(value, policy_lm, beta, cfg.guide_min_prob), tokenizer, task,
+                                          eval_cfg, seed)
+              for beta in dict.fromkeys(betas if betas else [cfg.beta, *cfg.eval_betas])}
+    if not (actions and (cfg.rerank or cfg.headline == "rerank")):
+        return guided
+    rerank = {"rerank": RerankPolicy(value, tokenizer, list(actions), task.history_window, eval_cfg.max_input_tokens,
+                                     seed)}
+    return {**rerank, **guided} if cfg.headline == "rerank" else {**guided, **rerank}
 
 
 def load_value_checkpoint(directory: Path) -> tuple[ValueModel, torch.nn.Module | None, object, ValueRLConfig]:
