@@ -98,16 +98,25 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
     panels = [("normalized_score", "normalized score (curve episodes)"), ("train_loss", "training loss"),
               ("critic/spearman_states", "critic: per-state Spearman(V, mean return), held out"),
               ("critic/probe_agreement", "critic: task probe agreement")]
-    if any(r.get("critic/value_bias") for r in rows):
-        panels.append(("critic/value_bias", "critic: mean V - return, held out"))
+    panels.append(("critic/value_bias", "critic: mean V - return, held out"))
     online = [r for r in rows if r["algo"].split(" (")[0] in ONLINE]
-    fig, axes = plt.subplots(1, len(panels) + bool(online), figsize=(4.2 * (len(panels) + bool(online)), 3.6))
+    offline = [r for r in rows if r not in online]
+    # A panel no run has a point in (the probe on a task without one) is left out.
+    panels = [(key, title) for key, title in panels if any(r.get(key) not in (None, "") for r in offline)]
+    # Filtered BC's epochs are of its small filtered set (100s where the others run ~10): a log axis keeps both legible.
+    spans = [float(r["epochs"]) for r in offline if float(r["epochs"] or 0) > 0]
+    log_x = bool(spans) and max(spans) > 20 * min(spans)
+    fig, axes = plt.subplots(1, len(panels) + bool(online), figsize=(4.2 * (len(panels) + bool(online)), 3.6),
+                             squeeze=False)
+    axes = list(axes[0])
     for ax, (key, title) in zip(axes, panels):
-        for (algo, seed), series in groups([r for r in rows if r not in online and r.get(key)]).items():
+        for (algo, seed), series in groups([r for r in offline if r.get(key) not in (None, "")]).items():
             ax.plot([float(r["epochs"]) for r in series], [float(r[key]) for r in series], marker="o", ms=3,
                     label=f"{algo} s{seed}")
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel("epochs")
+        ax.set_xlabel("epochs (log)" if log_x else "epochs")
+        if log_x:
+            ax.set_xscale("log")
         if key == "train_loss":
             ax.set_yscale("log")
     if online:
