@@ -206,6 +206,12 @@ def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_
         cell.seconds = time.perf_counter() - start
         if code == 0 and find_record(sweep.records, cell.digest):
             cell.status = "ok"
+        elif code == 0:
+            # The run's record carries the config it resolved; a conf/ file edited after planning changes that
+            # hash.  No failed record here: it would stand, under the stale hash, beside the run's real one.
+            cell.status = "failed"
+            cell.note = (f"finished, but wrote no record of the planned config hash {cell.digest}: the config changed "
+                         f"after the sweep planned its cells (a conf/ file edited while it ran?); run the sweep again")
         else:
             reason = f"timed out after {timeout_min} min" if code == "timeout" else error_summary(log_path)
             write_record(sweep.records, failed_record(cell.task, cell.algo, cell.seed, cell.digest, reason,

@@ -195,10 +195,12 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
     for task in ("Wordle", "20Qs", "Guess My City"):
         [row] = [line for line in md.splitlines() if line.startswith(f"| {task} |")]
         assert row.count("[stale: ") == 7
-    # FO maze: its six trained columns re-ran on the current config; only the prompted cell keeps older records
-    fo_maze = next(line for line in md.splitlines() if line.startswith("| FO Maze |"))
-    assert "issue 19" not in fo_maze and fo_maze.count("[stale: older configuration") == 1
-    assert fo_maze.rstrip(" |").endswith("[stale: older configuration, not re-run yet]")
+    # FO maze and FO Text-Nav: their six trained columns re-ran on the current config; only the prompted cell
+    # keeps older records
+    for task in ("FO Maze", "FO Text-Nav"):
+        row = next(line for line in md.splitlines() if line.startswith(f"| {task} |"))
+        assert "issue 19" not in row and row.count("[stale: older configuration") == 1
+        assert row.rstrip(" |").endswith("[stale: older configuration, not re-run yet]")
 
 
 def run_sweep(args, cache, timeout=900):
@@ -341,3 +343,26 @@ def test_a_killed_cell_resumes_from_its_checkpoint(tmp_path):
     (run_dir / "checkpoints" / "latest").write_text("step_00000100")
     assert f"resume={run_dir}" in train_command(cell, run_dir, "g")
     assert "logger.group=g" in train_command(cell, run_dir, "g")
+
+
+def test_a_cell_whose_config_changed_while_the_sweep_ran_fails_with_the_reason(tmp_path, monkeypatch):
+    """The run exits 0 but its record carries the config it resolved (a conf/ file edited after planning): the
+    sweep says so, and writes no failed record under the stale hash beside the run's real one."""
+    import launchers.sweep as sweep_mod
+
+    records = tmp_path / "records"
+    records.mkdir()
+
+    record = make_record({"task": "maze_fo", "algo": "bc", "seed": 0, "normalized_score": 1.0}, "new_hash", 1.0)
+
+    def run_writes_another_hash(cmd, **kwargs):
+        write_record(records, record)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(sweep_mod.subprocess, "run", run_writes_another_hash)
+    cell = sweep_mod.Cell("maze_fo", "bc", 0, ["task=maze_fo", "algo=bc"], digest="planned_hash")
+    sweep = sweep_mod.Sweep("table2_small", {}, records, cells=[cell])
+    sweep_mod.run_local(sweep, tmp_path / "runs", workers=1, timeout_min=1, wandb_group=None)
+    assert cell.status == "failed" and "config changed" in cell.note and "planned_hash" in cell.note
+    assert find_record(records, "planned_hash") is None
+    assert [r["config_hash"] for r in load_records(records)] == ["new_hash"]
