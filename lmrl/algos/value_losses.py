@@ -63,6 +63,30 @@ def bellman_targets(
     return torch.where(decide, step_rewards.detach() + gamma * v_next, 0.0)
 
 
+def lambda_targets(
+    step_rewards: Tensor, decide: Tensor, next_idx: Tensor, v: Tensor, v_final: Tensor, tail: Tensor, gamma: float,
+    lam: float,
+) -> Tensor:
+    """TD(λ) targets: y[t] = r[t] + γ · ((1-λ) · V(next decision point) + λ · y[next]); after a chunk's last
+    decision (1-λ) · v_final + λ · tail, the next chunk's realized return standing in for its λ-return.
+    λ = 0 is `bellman_targets`, λ = 1 `mc_returns`.  v [B, L] online V (detached), v_final, tail [B].  -> [B, L].
+
+    With one-step targets a value crosses one target-network lag per agent token (3 a maze move, ~5-10 a
+    Text-Nav command); λ > 0 carries the realized return back through the whole chunk in one update.
+    """
+    rewards = step_rewards.detach().float()
+    v, v_final, tail = v.detach().float(), v_final.detach().float(), tail.detach().float().to(rewards.device)
+    rows = torch.arange(rewards.shape[0], device=rewards.device)
+    y = torch.zeros_like(rewards)  # [B, L]
+    for t in reversed(range(rewards.shape[1])):
+        nxt = next_idx[:, t].clamp(min=0)  # [B]
+        last = next_idx[:, t] == NO_NEXT
+        v_next = torch.where(last, v_final, v[rows, nxt])
+        y_next = torch.where(last, tail, y[rows, nxt])
+        y[:, t] = torch.where(decide[:, t], rewards[:, t] + gamma * ((1.0 - lam) * v_next + lam * y_next), 0.0)
+    return y
+
+
 def expectile_loss(v: Tensor, target: Tensor, decide: Tensor, tau: float, weights: Tensor | None = None,
                    norm: float | None = None) -> Tensor:
     """Σ w · ½ (V - q̂)² / n with w = τ where q̂ >= V else 1-τ.  v, target [B, L] -> scalar."""
@@ -103,6 +127,8 @@ def ilql_loss(
     weights: Tensor | None = None,
     norm: float | None = None,
     value_max: float | None = None,
+    tail: Tensor | None = None,
+    td_lambda: float = 0.0,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """L = L_Q1 + L_Q2 + L_V + cql_weight · (CQL_1 + CQL_2)  (algorithms.md §3.2).
 
@@ -111,8 +137,15 @@ def ilql_loss(
     weights [B] each sequence's multiplicity (merged duplicates; None = 1); norm: the denominator of every
     mean (`_masked_mean`; None = this batch's own).  value_max: an upper bound on both targets (the largest
     return the rewards allow): a value above it is an error TD would otherwise feed on (not in the original).
+    td_lambda > 0: the Q heads regress on TD(λ) targets (`lambda_targets`, with `tail` [B] the next chunk's
+    realized return) instead of one-step ones (not in the original, which is td_lambda = 0).
     """
-    y = bellman_targets(step_rewards, decide, next_idx, v, v_final, gamma)  # [B, L], online V, detached
+    if td_lambda > 0:
+        if tail is None:
+            raise ValueError("ilql_loss: td_lambda > 0 needs `tail`, the next chunk's realized return")
+        y = lambda_targets(step_rewards, decide, next_idx, v, v_final, tail, gamma, td_lambda)
+    else:
+        y = bellman_targets(step_rewards, decide, next_idx, v, v_final, gamma)  # [B, L], online V, detached
     q1, q2 = gather_tokens(q1_all, tokens), gather_tokens(q2_all, tokens)  # [B, L]
     q_hat = torch.minimum(target_q1_taken, target_q2_taken).detach()  # ILQL: V regresses on min target Q
     if value_max is not None:

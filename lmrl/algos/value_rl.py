@@ -90,11 +90,15 @@ class ILQLConfig(ValueRLConfig):
     # Upper bound of every bootstrapped target (Q's r + gamma V(s'), V's min target Q): the largest return the
     # task's rewards allow from any state (0 on the maze, whose rewards are <= 0); None = no bound.
     value_max: float | None = None
+    # Q's targets: one-step r + gamma V(s') at 0 (the original), TD(lambda) returns through the chunk above it.
+    td_lambda: float = 0.0
 
     def validate(self) -> list[str]:
         problems = super().validate()
         if not 0 < self.tau < 1 or not 0 < self.polyak_alpha <= 1:
             problems.append(f"tau must be in (0, 1) and polyak_alpha in (0, 1] (got {self.tau}, {self.polyak_alpha})")
+        if not 0 <= self.td_lambda <= 1:
+            problems.append(f"td_lambda must be in [0, 1] (got {self.td_lambda})")
         return problems
 
 
@@ -263,7 +267,8 @@ class ILQLTrainer(MCTrainer):
             v_final = self.bootstrap(batch)
         loss, logs = ilql_loss(out.qs[0][:, :-1], out.qs[1][:, :-1], out.v[:, :-1], tq1, tq2, m["tokens"],
                                m["step_rewards"], m["decide"], m["next_idx"], v_final, self.cfg.gamma, self.cfg.tau,
-                               self.cfg.cql_weight, batch["weights"], batch.get("norm"), value_max=self.cfg.value_max)
+                               self.cfg.cql_weight, batch["weights"], batch.get("norm"), value_max=self.cfg.value_max,
+                               tail=batch["tails"], td_lambda=self.cfg.td_lambda)
         return self.add_bc(loss, logs, out, batch)
 
     def bootstrap(self, batch: dict) -> torch.Tensor:

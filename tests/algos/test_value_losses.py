@@ -12,6 +12,7 @@ from lmrl.algos.value_losses import (
     expectile_loss,
     gather_tokens,
     ilql_loss,
+    lambda_targets,
     mc_loss,
     mc_returns,
     polyak_update,
@@ -63,6 +64,35 @@ def test_bellman_targets_skip_env_tokens_done_and_bootstrap():
     boot = bellman_targets(REWARDS, DECIDE, NEXT, v, torch.tensor([1.5]), 0.5)
     assert boot.tolist() == [[0.0, 0.25, -0.625, 0.0, 0.75]]
     assert not boot.requires_grad
+
+
+def test_lambda_targets_by_hand_and_their_two_ends():
+    # gamma 0.5, lambda 0.5, v as above, bootstrap v_final 1.5, the next chunk's realized return tail 2:
+    # y[4] = 0 + 0.5*(0.5*1.5 + 0.5*2) = 0.875;  y[2] = -1 + 0.5*(0.5*v[4] + 0.5*y[4]) = -1 + 0.5*(0.375 + 0.4375)
+    # = -0.59375;  y[1] = 0 + 0.5*(0.5*v[2] + 0.5*y[2]) = 0.5*(0.25 - 0.296875) = -0.0234375
+    v = torch.tensor([[9.0, 0.25, 0.5, 7.0, 0.75]], requires_grad=True)
+    v_final, tail = torch.tensor([1.5]), torch.tensor([2.0])
+    y = lambda_targets(REWARDS, DECIDE, NEXT, v, v_final, tail, 0.5, 0.5)
+    assert y.tolist() == [[0.0, -0.0234375, -0.59375, 0.0, 0.875]] and not y.requires_grad
+    # lambda 0: the one-step targets; lambda 1: the realized returns (V unused)
+    assert torch.equal(lambda_targets(REWARDS, DECIDE, NEXT, v, v_final, tail, 0.5, 0.0),
+                       bellman_targets(REWARDS, DECIDE, NEXT, v, v_final, 0.5))
+    assert torch.equal(lambda_targets(REWARDS, DECIDE, NEXT, v, v_final, tail, 0.5, 1.0),
+                       mc_returns(REWARDS, DECIDE, NEXT, tail, 0.5))
+
+
+def test_ilql_loss_with_td_lambda_regresses_q_on_lambda_targets():
+    q = torch.zeros(1, 5, 3)
+    tokens = torch.zeros(1, 5, dtype=torch.long)
+    v = torch.tensor([[9.0, 0.25, 0.5, 7.0, 0.75]])
+    args = (q, q, v, v, v, tokens, REWARDS, DECIDE, NEXT, torch.tensor([1.5]), 0.5, 0.7, 0.0)
+    _, one_step = ilql_loss(*args)
+    _, lam = ilql_loss(*args, tail=torch.tensor([2.0]), td_lambda=0.5)
+    # Q is 0 everywhere, so its loss is the mean of y^2 / 2 over the 3 decisions
+    expected = (0.0234375 ** 2 + 0.59375 ** 2 + 0.875 ** 2) / 2 / 3
+    assert lam["q1_loss"].item() == pytest.approx(expected) and one_step["q1_loss"].item() != pytest.approx(expected)
+    with pytest.raises(ValueError, match="tail"):
+        ilql_loss(*args, td_lambda=0.5)
 
 
 def test_expectile_weights_both_sides_of_tau():
