@@ -71,7 +71,7 @@ def test_rl_reuses_the_cached_bc_stage(tmp_path):
     assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1
     metrics = run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=ilql"], tmp_path / "b", cache)
     assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1  # the same BC stage, not a second one
-    assert list(metrics["policies"]) == ["beta=8"]  # debug=smoke evaluates the headline policy only
+    assert list(metrics["policies"]) == ["rerank"]  # debug=smoke evaluates the headline only (maze FO: the reranker)
     assert (tmp_path / "b" / "checkpoint" / "value" / "value_heads.pt").exists()
     # the value checkpoint evaluates on its own at betas chosen now (the smoke run saved rerank=false)
     evaluated = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke",
