@@ -177,7 +177,9 @@ def test_bc_step(gpt2_dir, cache, tmp_path):
 def test_ilql_step(gpt2_dir, cache, tmp_path):
     run = tmp_path / "run"
     m = run_measured("ilql", [*TINY, "algo=ilql", f"model.path={gpt2_dir}", f"algo.init_from={gpt2_dir}",
-                              "smoke.rerank=false", "smoke.eval_betas=[]"], run, cache).metrics
+                              "smoke.rerank=false", "smoke.eval_betas=[]", "algo.headline=guided",
+                              # the FO maze config trains 256 sequences a step (its whole data), not smoke-sized
+                              "algo.batch_size=2"], run, cache).metrics
     assert m["train_steps"] == 1 and math.isfinite(m["train_loss"])
     assert list(m["policies"]) == ["beta=8"]
     check_one_episode_evaluated(m)

@@ -71,10 +71,11 @@ def test_rl_reuses_the_cached_bc_stage(tmp_path):
     assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1
     metrics = run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=ilql"], tmp_path / "b", cache)
     assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1  # the same BC stage, not a second one
-    assert list(metrics["policies"]) == ["rerank"]  # debug=smoke evaluates the headline only (maze FO: the reranker)
+    # debug=smoke evaluates no extra betas: the headline (maze FO: the reranker) and the guided policy at beta
+    assert list(metrics["policies"]) == ["rerank", "beta=8"]
     assert (tmp_path / "b" / "checkpoint" / "value" / "value_heads.pt").exists()
-    # the value checkpoint evaluates on its own at betas chosen now (the smoke run saved rerank=false)
+    # the value checkpoint evaluates on its own at betas chosen now, after its saved headline (the reranker)
     evaluated = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke",
                                           "betas=[0,2]"], tmp_path / "eval", cache)
-    assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["beta=0", "beta=2"]
+    assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["rerank", "beta=0", "beta=2"]  # headline first
     assert all(REQUIRED - {"task", "algo"} <= p.keys() for p in evaluated["policies"].values())

@@ -58,7 +58,8 @@ def heldout_values(value, tokenizer, episodes: Sequence[Episode], window: int | 
         res = value(batch["input_ids"], batch["attention_mask"])
         decide = decision_points(batch["action_mask"], batch["attention_mask"])
         nxt, rewards = next_decision_index(decide), batch["rewards"][:, 1:]
-        q = gather_tokens(torch.stack(res.qs).min(dim=0).values[:, :-1], batch["input_ids"][:, 1:])
+        # min over the heads of each head's Q of the taken token: never a stacked [heads, B, T, vocab] copy
+        q = torch.stack([gather_tokens(q_all[:, :-1], batch["input_ids"][:, 1:]) for q_all in res.qs]).min(dim=0).values
         ret = mc_returns(rewards, decide, nxt, batch["tails"], gamma)
         if res.v is not None:
             estimate = res.v[:, :-1].float()

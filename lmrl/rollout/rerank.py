@@ -17,6 +17,10 @@ from lmrl.models.factory import model_max_length
 from lmrl.rollout.policy import prompt_ids
 
 
+# Floats of one Q head's output per reranking forward (2**26: 256 MB in fp32).
+LOGIT_ELEMENTS = 2**26
+
+
 class RerankPolicy:
     def __init__(self, value, tokenizer, actions: Sequence[str], history_window: int | None, max_input_tokens: int,
                  seed: int = 0, batch_size: int = 512):
@@ -31,7 +35,11 @@ class RerankPolicy:
     def scores(self, prompts: list[list[int]]) -> torch.Tensor:
         """[len(prompts), n_actions] summed advantages."""
         rows = [(p, c) for p in prompts for c in self.candidates]
-        out = torch.cat([self._score_rows(rows[i : i + self.batch_size]) for i in range(0, len(rows), self.batch_size)])
+        # The forward's Q heads are [rows, length, vocab] each: with GPT-2's 50,257 tokens, 100 maze rows were 2 GB a
+        # head.  Rows per forward are capped so that one head's output stays under LOGIT_ELEMENTS floats.
+        length = max((len(p) + len(c) for p, c in rows), default=1)
+        step = max(1, min(self.batch_size, LOGIT_ELEMENTS // (length * len(self.tokenizer))))
+        out = torch.cat([self._score_rows(rows[i : i + step]) for i in range(0, len(rows), step)])
         return out.view(len(prompts), len(self.candidates))
 
     def _score_rows(self, rows: list[tuple[list[int], list[int]]]) -> torch.Tensor:
@@ -49,7 +57,7 @@ class RerankPolicy:
         device = next(self.value.parameters()).device
         ids, attn, row, pos, tok = (torch.as_tensor(x).to(device) for x in (ids, attn, row, pos, tok))
         out = self.value(ids, attn)
-        adv = torch.stack(out.qs).min(dim=0).values[row, pos, tok]  # [tokens]
+        adv = torch.stack([q[row, pos, tok] for q in out.qs]).min(dim=0).values  # [tokens]; no stacked [R, T, V] copy
         if out.v is not None:
             adv = adv - out.v[row, pos]
         return torch.zeros(len(rows), device=device).index_add_(0, row, adv.float()).cpu()

@@ -94,3 +94,20 @@ def test_headline_rerank_puts_the_reranker_first_and_needs_an_action_list():
     with pytest.raises(ValueError, match="action list.*headline=guided"):
         value_policies(vm, policy, tok, NoActions(), cfg, eval_cfg, 0)
     assert any("headline must be one of guided, rerank" in p for p in ValueRLConfig(headline="best").validate())
+
+
+def test_reranker_scores_the_same_in_vocab_sized_chunks(monkeypatch):
+    """Rows per reranking forward are capped by the vocabulary (GPT-2's made 100 maze rows 2 GB a Q head): the
+    chunked scores equal one forward's, Q heads min'ed per taken token."""
+    import lmrl.rollout.rerank as rerank
+
+    vm, tok = value_model(n_q=2)
+    reranker = rerank.RerankPolicy(vm, tok, ["move up\n", "move left\n"], 1, 64)
+    prompts = [tok("The goal is at position 8, 6.\n")["input_ids"], tok("There is a wall above you.\n")["input_ids"]]
+    whole = reranker.scores(prompts)
+    calls = []
+    original = rerank.RerankPolicy._score_rows
+    monkeypatch.setattr(rerank.RerankPolicy, "_score_rows", lambda self, rows: calls.append(len(rows)) or original(self, rows))
+    monkeypatch.setattr(rerank, "LOGIT_ELEMENTS", 1)  # one row per forward
+    chunked = reranker.scores(prompts)
+    assert calls == [1, 1, 1, 1] and torch.allclose(chunked, whole, atol=1e-5) and whole.shape == (2, 2)
