@@ -34,20 +34,14 @@ def gather_tokens(values: Tensor, tokens: Tensor) -> Tensor:
 
 
 def mc_returns(step_rewards: Tensor, decide: Tensor, next_idx: Tensor, tail: Tensor, gamma: float) -> Tensor:
-    """Discounted reward-to-go at each decision point; 0 elsewhere.  -> [B, L], no gradient.
+    """Discounted reward-to-go at each decision point; 0 elsewhere.  -> [B, L] fp32, no gradient.
 
     G[t] = r[t] + γ · (G[next_idx[t]] if there is one, else tail).  `tail` [B] is the return of the
-    next chunk at its first decision point (0 when this chunk ends the episode).
+    next chunk at its first decision point (0 when this chunk ends the episode).  MC: γ once per agent
+    token; the next state skips environment tokens.  It is `lambda_targets` at λ = 1 (V unused).
     """
-    rewards, tail = step_rewards.detach(), tail.detach().to(step_rewards.dtype)
-    returns = torch.zeros_like(rewards)  # [B, L]
-    rows = torch.arange(rewards.shape[0], device=rewards.device)
-    for t in reversed(range(rewards.shape[1])):
-        nxt = next_idx[:, t]  # [B]
-        # MC: γ once per agent token; the next state skips environment tokens
-        later = torch.where(nxt == NO_NEXT, tail, returns[rows, nxt.clamp(min=0)])
-        returns[:, t] = torch.where(decide[:, t], rewards[:, t] + gamma * later, 0.0)
-    return returns
+    unused = torch.zeros_like(step_rewards, dtype=torch.float32)
+    return lambda_targets(step_rewards, decide, next_idx, unused, unused[:, 0], tail, gamma, 1.0)
 
 
 def bellman_targets(
@@ -69,7 +63,8 @@ def lambda_targets(
 ) -> Tensor:
     """TD(λ) targets: y[t] = r[t] + γ · ((1-λ) · V(next decision point) + λ · y[next]); after a chunk's last
     decision (1-λ) · v_final + λ · tail, the next chunk's realized return standing in for its λ-return.
-    λ = 0 is `bellman_targets`, λ = 1 `mc_returns`.  v [B, L] online V (detached), v_final, tail [B].  -> [B, L].
+    λ = 0 is `bellman_targets`, λ = 1 `mc_returns`.  v [B, L] online V (detached), v_final, tail [B].  -> [B, L],
+    fp32, no gradient.
 
     With one-step targets a value crosses one target-network lag per agent token (3 a maze move, ~5-10 a
     Text-Nav command); λ > 0 carries the realized return back through the whole chunk in one update.
