@@ -26,6 +26,10 @@ from lmrl.utils import atomic_write_text
 # Keys that do not change what a run computes: where things are written, logging, resumption (`cache_dir`
 # is dropped at any depth, see config_hash).
 HASH_FREE = ("resume", "hydra", "logger", "checkpoint", "records", "sweep")
+# Options added after records were made, at the value that reproduces the behaviour from before they existed:
+# left out of the hash while they hold it, so adding an option does not orphan every record made without it.
+# Add an entry together with the option (dotted path -> neutral value); never change a value once listed.
+NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0}
 # The record's score fields, copied from a run's metrics.
 SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "episodes",
               "episode_length")
@@ -33,9 +37,17 @@ SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", 
 
 def config_hash(cfg: DictConfig | dict) -> str:
     """12 hex digits of the resolved config without the keys in HASH_FREE (and `cache_dir` at any depth: a
-    task's env may carry the run's cache path, which says where games are cached, not what runs)."""
+    task's env may carry the run's cache path, which says where games are cached, not what runs), nor the
+    NEUTRAL_DEFAULTS options that hold their neutral value."""
     data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    data = without_cache_dirs({k: v for k, v in data.items() if k not in HASH_FREE})
+    data = without_cache_dirs({k: v for k, v in data.items() if k not in HASH_FREE})  # a fresh copy: edited below
+    for dotted, neutral in NEUTRAL_DEFAULTS.items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node and node[leaf] == neutral:
+            del node[leaf]
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 

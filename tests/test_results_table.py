@@ -48,6 +48,15 @@ def test_config_hash_ignores_where_things_go_but_not_what_runs():
     assert config_hash(nested) != config_hash(OmegaConf.merge(nested, {"task": {"env": {"max_steps": 15}}}))
 
 
+def test_an_option_added_at_its_neutral_value_keeps_old_hashes():
+    """A record made before `algo.rerank_temperature` existed ran its argmax reranker: the same config with the
+    option at 0 hashes alike (so it stays current), at any other value it does not."""
+    old = OmegaConf.create({"seed": 0, "algo": {"lr": 1e-3}})
+    assert config_hash(OmegaConf.merge(old, {"algo": {"rerank_temperature": 0.0}})) == config_hash(old)
+    assert config_hash(OmegaConf.merge(old, {"algo": {"rerank_temperature": 1.0}})) != config_hash(old)
+    assert config_hash({"seed": 0, "algo": "bc"}) == config_hash({"seed": 0, "algo": "bc"})  # no dict to look in
+
+
 def test_find_record_skips_failed_ones(tmp_path):
     write_record(tmp_path, failed_record("maze_fo", "bc", 0, "abc", "boom", 1.0))
     assert find_record(tmp_path, "abc") is None and find_record(tmp_path, "abc", ok_only=False)["error"] == "boom"

@@ -56,6 +56,9 @@ class ValueRLConfig(OptimFields):
     # The run's headline policy: `guided` (value-guided sampling at beta) or `rerank` (the reranker over the
     # task's action list, argmax of each move's summed Q: the original's other extraction; always evaluated).
     headline: str = "guided"
+    # The reranker's temperature: 0 takes the argmax (policy `rerank`), T > 0 samples from softmax(scores / T)
+    # (policy `rerank T=<T>`), the original's two modes.
+    rerank_temperature: float = 0.0
     # Initial bias of the heads' last layer; null = the data's mean discounted return at decision points.
     head_bias: float | None = None
     # One network as policy and critic (trlx) instead of frozen BC policy + value trunk.
@@ -77,6 +80,8 @@ class ValueRLConfig(OptimFields):
             problems.append("cql_weight, beta and eval_betas must be >= 0")
         if self.headline not in HEADLINES:
             problems.append(f"headline must be one of {', '.join(HEADLINES)} (got {self.headline!r})")
+        if self.rerank_temperature < 0:
+            problems.append(f"rerank_temperature must be >= 0 (0 = argmax; got {self.rerank_temperature})")
         return problems
 
 
@@ -211,8 +216,8 @@ class MCTrainer(BCTrainer):
 
 def value_policies(value: ValueModel, policy_lm, tokenizer, task, cfg: ValueRLConfig, eval_cfg, seed: int,
                    betas: list[float] | None = None) -> dict:
-    """Value-guided sampling at `cfg.beta` and each of `cfg.eval_betas` (or at `betas` when given), plus a greedy
-    reranker when the task lists its actions; the first is the headline (the reranker with `headline: rerank`)."""
+    """Value-guided sampling at `cfg.beta` and each of `cfg.eval_betas` (or at `betas` when given), plus the
+    reranker (greedy, or sampled at `cfg.rerank_temperature`) when the task lists its actions; the first is the headline (the reranker with `headline: rerank`)."""
     value.eval()
     actions = task.cfg.get("actions")
     if cfg.headline == "rerank" and not actions:
@@ -223,8 +228,9 @@ def value_policies(value: ValueModel, policy_lm, tokenizer, task, cfg: ValueRLCo
               for beta in dict.fromkeys(betas if betas else [cfg.beta, *cfg.eval_betas])}
     if not (actions and (cfg.rerank or cfg.headline == "rerank")):
         return guided
-    rerank = {"rerank": RerankPolicy(value, tokenizer, list(actions), task.history_window, eval_cfg.max_input_tokens,
-                                     seed)}
+    name = f"rerank T={cfg.rerank_temperature:g}" if cfg.rerank_temperature > 0 else "rerank"
+    rerank = {name: RerankPolicy(value, tokenizer, list(actions), task.history_window, eval_cfg.max_input_tokens,
+                                 seed, temperature=cfg.rerank_temperature)}
     return {**rerank, **guided} if cfg.headline == "rerank" else {**guided, **rerank}
 
 

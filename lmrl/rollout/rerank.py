@@ -2,7 +2,10 @@
 
 Each candidate action is appended to the prompt and scored by the summed advantage of its
 tokens, `sum_t min_i Q_i(s_t, a_t) - V(s_t)` (MC, no V head: `sum_t Q(s_t, a_t)`).  All
-histories x candidates go through the value model in one right-padded batch.
+histories x candidates go through the value model in one right-padded batch.  The policy takes
+the argmax, or (`temperature` > 0) samples from softmax(scores / temperature): the original's two
+modes.  Under partial observation the argmax is a deterministic function of the window, so it can
+walk a loop until the turn limit; sampling breaks such loops.
 """
 
 from __future__ import annotations
@@ -23,8 +26,13 @@ LOGIT_ELEMENTS = 2**26
 
 class RerankPolicy:
     def __init__(self, value, tokenizer, actions: Sequence[str], history_window: int | None, max_input_tokens: int,
-                 seed: int = 0, batch_size: int = 512):
+                 seed: int = 0, batch_size: int = 512, temperature: float = 0.0):
+        if temperature < 0:
+            raise ValueError(f"reranker temperature must be >= 0 (0 = argmax; got {temperature})")
         self.value, self.tokenizer, self.actions = value, tokenizer, list(actions)
+        self.temperature = temperature
+        # Scores come back on the host, so the sampler's generator lives there whatever the model's device.
+        self.generator = torch.Generator().manual_seed(seed)
         self.window, self.batch_size = history_window, batch_size
         self.encode = SegmentEncoder(tokenizer)
         self.candidates = [list(self.encode(a)) for a in self.actions]
@@ -66,6 +74,11 @@ class RerankPolicy:
         was_training = self.value.training
         self.value.eval()
         prompts = [prompt_ids(h, self.window, self.encode, self.max_input_tokens) for h in histories]
-        best = self.scores(prompts).argmax(dim=-1).tolist()
+        scores = self.scores(prompts)
+        if self.temperature > 0:
+            best = torch.multinomial(torch.softmax(scores / self.temperature, dim=-1), 1, generator=self.generator)
+            best = best.squeeze(-1).tolist()
+        else:
+            best = scores.argmax(dim=-1).tolist()
         self.value.train(was_training)
         return [self.actions[k] for k in best]

@@ -1,5 +1,6 @@
 """Value-guided sampling is exact with KV caches; value models save and reload."""
 
+import pytest
 import torch
 
 from lmrl.models.factory import build_tiny
@@ -68,7 +69,6 @@ def test_min_prob_keeps_guidance_inside_the_policy_support():
 def test_headline_rerank_puts_the_reranker_first_and_needs_an_action_list():
     """`headline: rerank` makes the reranker the run's headline (first policy) even with `rerank: false`; a task
     without an action list is refused with the fix; an unknown headline is a config error."""
-    import pytest
     from omegaconf import OmegaConf
 
     from lmrl.algos.value_rl import ValueRLConfig, value_policies
@@ -94,6 +94,32 @@ def test_headline_rerank_puts_the_reranker_first_and_needs_an_action_list():
     with pytest.raises(ValueError, match="action list.*headline=guided"):
         value_policies(vm, policy, tok, NoActions(), cfg, eval_cfg, 0)
     assert any("headline must be one of guided, rerank" in p for p in ValueRLConfig(headline="best").validate())
+    sampled = value_policies(vm, policy, tok, MazeLike(), ValueRLConfig(rerank_temperature=0.5, headline="rerank"),
+                             eval_cfg, 0)
+    assert list(sampled)[0] == "rerank T=0.5" and sampled["rerank T=0.5"].temperature == 0.5
+    assert any("rerank_temperature must be >= 0" in p for p in ValueRLConfig(rerank_temperature=-1).validate())
+
+
+def test_sampled_reranker_follows_softmax_of_scores_and_argmax_at_zero(monkeypatch):
+    """Temperature 0 takes the argmax; T > 0 samples each move with probability softmax(scores / T) (checked on
+    fixed scores over 4,000 draws), reproducibly from the seed."""
+    from lmrl.rollout.rerank import RerankPolicy
+
+    vm, tok = value_model(n_q=2)
+    actions = ["move up\n", "move left\n", "move down\n"]
+    fixed = torch.tensor([[0.0, -1.0, -3.0]]).repeat(4000, 1)
+    monkeypatch.setattr(RerankPolicy, "scores", lambda self, prompts: fixed[: len(prompts)])
+    history = [tok("There is a wall above you.\n")["input_ids"]]
+    monkeypatch.setattr("lmrl.rollout.rerank.prompt_ids", lambda h, *a: h)
+    greedy = RerankPolicy(vm, tok, actions, 1, 64)
+    assert set(greedy.act(history * 50)) == {"move up\n"}
+    sampler = RerankPolicy(vm, tok, actions, 1, 64, seed=3, temperature=1.0)
+    picks = sampler.act(history * 4000)
+    freq = torch.tensor([picks.count(a) / 4000 for a in actions])
+    assert torch.allclose(freq, torch.softmax(fixed[0], 0), atol=0.03), freq
+    assert RerankPolicy(vm, tok, actions, 1, 64, seed=3, temperature=1.0).act(history * 4000) == picks
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        RerankPolicy(vm, tok, actions, 1, 64, temperature=-0.1)
 
 
 def test_reranker_scores_the_same_in_vocab_sized_chunks(monkeypatch):
