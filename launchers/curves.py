@@ -122,6 +122,7 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
             ax.xaxis.set_minor_formatter(NullFormatter())
         if key == "train_loss":
             ax.set_yscale("log")
+            ax.yaxis.set_minor_formatter(NullFormatter())
     if online:
         ax = axes[-1]
         for (algo, seed), series in groups(online).items():
