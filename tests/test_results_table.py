@@ -331,6 +331,12 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     fo, po = (sweep.configs[c.name].algo for c in sorted(sweep.cells, key=lambda c: c.task))
     assert (fo.steps, fo.batch_size, fo.bc.steps, fo.bc.batch_size) == (300, 256, 600, 64)
     assert (po.steps, po.batch_size, po.bc.steps) == (150, 16, 150)
+    # PO maze ILQL: 64 windows a step (each trains one move) and the sampled reranker; PO Text-Nav ILQL: FO's targets
+    sweep = plan("table2_small", [], {"task": {"maze_po", "text_nav_po"}, "algo": {"ilql"}, "seed": {"0"}})
+    maze, nav = (sweep.configs[c.name].algo for c in sorted(sweep.cells, key=lambda c: c.task))
+    assert (maze.steps, maze.batch_size, maze.bc.steps, maze.bc.batch_size) == (800, 64, 600, 16)
+    assert (maze.headline, maze.rerank_temperature, maze.td_lambda) == ("rerank", 0.5, 0.9)
+    assert (nav.steps, nav.batch_size, nav.td_lambda, nav.headline) == (800, 64, 0.9, "guided")
 
 
 def test_unknown_experiment_lists_the_valid_ones():
