@@ -210,6 +210,9 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
         row = next(line for line in md.splitlines() if line.startswith(f"| {task} |"))
         assert "issue 19" not in row and row.count("[stale: older configuration") == 1
         assert row.rstrip(" |").endswith("[stale: older configuration, not re-run yet]")
+    # PO Text-Nav re-ran whole (its prompted cell too; ILQL on 2 of its 3 seeds, which the cell says)
+    row = next(line for line in md.splitlines() if line.startswith("| PO Text-Nav |"))
+    assert "[stale: " not in row and row.count("[2/3 seeds]") == 1
 
 
 def run_sweep(args, cache, timeout=900):
