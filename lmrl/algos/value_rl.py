@@ -217,7 +217,8 @@ class MCTrainer(BCTrainer):
 def value_policies(value: ValueModel, policy_lm, tokenizer, task, cfg: ValueRLConfig, eval_cfg, seed: int,
                    betas: list[float] | None = None) -> dict:
     """Value-guided sampling at `cfg.beta` and each of `cfg.eval_betas` (or at `betas` when given), plus the
-    reranker (greedy, or sampled at `cfg.rerank_temperature`) when the task lists its actions; the first is the headline (the reranker with `headline: rerank`)."""
+    reranker (greedy, or sampled at `cfg.rerank_temperature`) when the task lists its actions; the first is the
+    headline (the reranker with `headline: rerank`)."""
     value.eval()
     actions = task.cfg.get("actions")
     if cfg.headline == "rerank" and not actions:
