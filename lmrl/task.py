@@ -75,6 +75,12 @@ class Task:
         self.cfg = cfg
         self.name: str = cfg.name
         self.history_window: int | None = cfg.history_window
+        # Windowed tasks: consecutive actions trained per sequence (conf/task/maze_po.yaml says why and when).
+        self.moves_per_sequence: int = int(cfg.get("moves_per_sequence", 1))
+        if self.moves_per_sequence < 1 or (self.moves_per_sequence > 1 and self.history_window is None):
+            raise ValueError(f"task {self.name!r}: moves_per_sequence must be 1, or > 1 only with a history_window "
+                             f"(whole-history tasks train every move in one sequence already); got "
+                             f"{self.moves_per_sequence} with history_window={self.history_window}")
         self.normalization: dict = OmegaConf.to_container(cfg.normalization, resolve=True)
         self.cache_dir = Path(cache_dir)
 

@@ -111,8 +111,9 @@ class BCTrainer:
 
     def sequences(self) -> PackedSequences:
         encode = SegmentEncoder(self.tokenizer)
+        window, moves = self.task.history_window, self.task.moves_per_sequence
         seqs = PackedSequences.build(
-            (s for ep in self.select() for s in episode_to_sequences(ep, encode, self.task.history_window, self.max_length)),
+            (s for ep in self.select() for s in episode_to_sequences(ep, encode, window, self.max_length, moves)),
             keep=has_decision, dedup=self.cfg.dedup,
             balance_states=self.cfg.balance_states)
         log_sequences(self.cfg.name, seqs)
@@ -380,6 +381,8 @@ def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: i
     """The BC stage RL starts from: trained once, cached by (dataset, model, BC config, seed, precision)."""
     key = {"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
            "bc": dataclasses.asdict(cfg), "seed": seed, "precision": engine.precision}
+    if task.moves_per_sequence != 1:  # only then: keys from before the option stay valid
+        key["moves_per_sequence"] = task.moves_per_sequence
 
     def build(partial: Path, tmp: Path) -> None:
         trainer = BCTrainer(cfg, task, engine.spawn(), model, tokenizer, StageLogger(logger, "bc_stage"), seed,

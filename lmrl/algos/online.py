@@ -121,7 +121,8 @@ class OnlineTrainer(BCTrainer):
 
     def link_sequences(self, episode: Episode) -> list[TokenSequence]:
         """The episode tokenized as in the offline data (one sequence per action for windowed tasks)."""
-        seqs = episode_to_sequences(episode, self.encode, self.task.history_window, self.max_length)
+        seqs = episode_to_sequences(episode, self.encode, self.task.history_window, self.max_length,
+                                    self.task.moves_per_sequence)
         return [s for s in seqs if has_decision(s)]
 
     def sync_actor(self) -> None:

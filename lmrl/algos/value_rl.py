@@ -154,7 +154,8 @@ class MCTrainer(BCTrainer):
         encode = SegmentEncoder(self.tokenizer)
         seqs = PackedSequences.build(
             (s for ep in self.task.episodes()
-             for s in episode_to_chain(ep, encode, self.task.history_window, self.max_length, self.cfg.gamma)),
+             for s in episode_to_chain(ep, encode, self.task.history_window, self.max_length, self.cfg.gamma,
+                                       self.task.moves_per_sequence)),
             keep=has_decision, dedup=self.cfg.dedup,
             balance_states=self.cfg.balance_states)
         log_sequences(self.cfg.name, seqs)

@@ -15,6 +15,9 @@ length T and per-step arrays of length T-1:
 Tasks whose policy sees only a window of the history (maze FO sees one observation, PO
 the last 40 segments) are cut into one sequence per action: the window as state, then
 the action.  Agent text inside the window is state, not a decision of that sequence.
+With `moves > 1` a sequence is the window before its first action, then `moves`
+consecutive actions with the environment's replies between them: every action of the
+run is a decision (a later one sees up to 2(moves-1) segments more than the window).
 """
 
 from __future__ import annotations
@@ -92,27 +95,32 @@ def tokenize_segments(
 
 
 def episode_to_sequences(
-    episode: Episode, encode: SegmentEncoder, last_k: int | None, max_length: int | None
+    episode: Episode, encode: SegmentEncoder, last_k: int | None, max_length: int | None, moves: int = 1
 ) -> Iterator[TokenSequence]:
-    """Whole-history tasks give one sequence; windowed tasks one per action (window -> action)."""
+    """Whole-history tasks give one sequence; windowed tasks one per run of `moves` actions
+    (the window before the run's first action -> the run)."""
     if last_k is None:
         yield tokenize_segments(episode.turns, episode.rewards, encode, max_length, episode.done)
         return
+    if moves < 1:
+        raise ValueError(f"moves per sequence must be >= 1, got {moves}")
     action_idx = [i for i, t in enumerate(episode.turns) if t.is_action]
-    for n, i in enumerate(action_idx):
-        state = [Text(t.text, False) for t in history_window(episode.turns[:i], last_k)]
-        segments = state + [episode.turns[i]]
-        rewards = [0.0] * len(state) + [episode.rewards[i]]
-        is_last = n == len(action_idx) - 1
+    for n in range(0, len(action_idx), moves):
+        first, last = action_idx[n], action_idx[min(n + moves, len(action_idx)) - 1]
+        state = [Text(t.text, False) for t in history_window(episode.turns[:first], last_k)]
+        segments = state + list(episode.turns[first : last + 1])
+        rewards = [0.0] * len(state) + list(episode.rewards[first : last + 1])
+        is_last = n + moves >= len(action_idx)
         yield tokenize_segments(segments, rewards, encode, max_length, done=episode.done and is_last)
 
 
 def episode_to_chain(
-    episode: Episode, encode: SegmentEncoder, last_k: int | None, max_length: int | None, gamma: float
+    episode: Episode, encode: SegmentEncoder, last_k: int | None, max_length: int | None, gamma: float,
+    moves: int = 1,
 ) -> list[TokenSequence]:
     """Sequences for value learning: `episode_to_sequences` plus, for windowed tasks, each
     link's `next_state` and MC `tail` (gamma applied once per action token)."""
-    seqs = list(episode_to_sequences(episode, encode, last_k, max_length))
+    seqs = list(episode_to_sequences(episode, encode, last_k, max_length, moves))
     if last_k is None:
         return seqs
     actions = [(t, r) for t, r in zip(episode.turns, episode.rewards) if t.is_action]
@@ -125,7 +133,7 @@ def episode_to_chain(
     for n in range(len(seqs) - 1):
         nxt = seqs[n + 1]
         seqs[n].next_state = nxt.input_ids[: int(np.flatnonzero(nxt.action_mask)[0])] if nxt.action_mask.any() else None
-        seqs[n].tail = first_returns[n + 1]
+        seqs[n].tail = first_returns[(n + 1) * moves]
     return seqs
 
 

@@ -111,3 +111,58 @@ def test_mc_tail_discounts_per_token(char_tokenizer):
                  [0, 0, 0, 4, 0, 0], True, {})
     links = episode_to_chain(ep, SegmentEncoder(char_tokenizer), last_k=1, max_length=None, gamma=0.5)
     assert [link.tail for link in links] == [2.0, 0.0, 0.0]
+
+
+def test_runs_of_moves_share_one_window(char_tokenizer):
+    # x ab y cd z e: with 2 moves a sequence, "ab" and "cd" are both decisions after the window [x]
+    ep = Episode([Text("x", False), Text("ab", True), Text("y", False), Text("cd", True), Text("z", False), Text("e", True)],
+                 [0, 0, 0, 4, 0, 8], True, {})
+    enc = SegmentEncoder(char_tokenizer)
+    first, second = episode_to_sequences(ep, enc, last_k=1, max_length=None, moves=2)
+    assert first.input_ids.tolist() == [ord(c) for c in "xabycd"]
+    assert first.action_mask.tolist() == [0, 1, 1, 0, 1, 1] and first.rewards.tolist() == [0, 0, 0, 0, 0, 4]
+    assert second.input_ids.tolist() == [ord(c) for c in "ze"] and (first.done, second.done) == (False, True)
+    # one move a sequence is the default (the original's chains)
+    one = [s.input_ids.tolist() for s in episode_to_sequences(ep, enc, last_k=1, max_length=None, moves=1)]
+    assert one == [[ord(c) for c in w] for w in ("xab", "ycd", "ze")]
+    assert one == [s.input_ids.tolist() for s in episode_to_sequences(ep, enc, last_k=1, max_length=None)]
+
+
+def test_runs_of_moves_keep_every_decisions_mc_return(char_tokenizer):
+    """The return at each action's first token is the same whether links hold one move or several."""
+    from lmrl.algos.value_losses import mc_returns
+    from lmrl.data.tokenize import episode_to_chain
+
+    turns, rewards = [], []
+    for n in range(7):
+        turns += [Text("o" * (1 + n % 2), False), Text("ab" if n % 3 else "c", True)]
+        rewards += [0.0, float(n - 3)]
+    ep = Episode(turns, rewards, True, {})
+    enc = SegmentEncoder(char_tokenizer)
+
+    def first_token_returns(moves: int) -> list[float]:
+        out = []
+        for link in episode_to_chain(ep, enc, last_k=3, max_length=None, gamma=0.9, moves=moves):
+            batch = collate([link], pad_id=0)
+            decide = decision_points(batch["action_mask"], batch["attention_mask"])
+            step_rewards = batch["rewards"][:, 1:]
+            g = mc_returns(step_rewards, decide, next_decision_index(decide), batch["tails"], 0.9)[0]
+            mask = link.action_mask
+            starts = [t - 1 for t in range(1, len(mask)) if mask[t] and not mask[t - 1]]  # an action's first token
+            out += [float(g[t]) for t in starts]
+        return out
+
+    single = first_token_returns(1)
+    assert len(single) == 7
+    for moves in (2, 3, 7, 10):
+        assert np.allclose(first_token_returns(moves), single, atol=1e-5)
+    links = episode_to_chain(ep, enc, last_k=3, max_length=None, gamma=0.9, moves=3)
+    assert len(links) == 3 and [link.done for link in links] == [False, False, True]
+    assert links[0].next_state.tolist() == links[1].input_ids[: int(np.flatnonzero(links[1].action_mask)[0])].tolist()
+
+
+def test_moves_per_sequence_must_be_positive(char_tokenizer):
+    import pytest
+
+    with pytest.raises(ValueError, match="moves per sequence"):
+        list(episode_to_sequences(EPISODE, SegmentEncoder(char_tokenizer), last_k=1, max_length=None, moves=0))
