@@ -50,6 +50,8 @@ def summary_line(m: dict) -> str:
             f"normalized={m['normalized_score']:.1f} success={m['success_rate']:.3f} episodes={m['episodes']}")
     if "critic/fitted" in m:
         probe = f" probe={m['critic/probe_agreement']:.2f}" if "critic/probe_agreement" in m else ""
+        if m.get("critic/probe_ceiling", 1.0) < 1.0:  # PO: look-alike starts cap what any critic can agree on
+            probe += f" of {m['critic/probe_ceiling']:.2f}"
         verdict = "fitted" if m["critic/fitted"] else "DID NOT FIT"
         line += f" critic={verdict} (spearman={m['critic/spearman_states']:.2f}{probe})"
     return line

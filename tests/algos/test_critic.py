@@ -59,6 +59,22 @@ def test_maze_probe_tells_a_critic_that_knows_the_maze_from_one_that_does_not(ma
     assert good["critic/probe_agreement"] == 1.0 and good["critic/probe_agreement"] >= MIN_PROBE
     assert bad["critic/probe_agreement"] == 0.0
     assert good["critic/maze_v_next_to_goal"] == 0.0
+    assert good["critic/probe_ceiling"] == 1.0  # every FO start cell looks different
+
+
+def test_probe_ceiling_of_look_alike_start_cells():
+    from lmrl.algos.critic import probe_ceiling
+    from lmrl.envs.maze import optimal_directions, start_cells, wall_sentence
+
+    moves = ["up", "down", "left", "right"]
+    # two cells look alike and want different moves: one of them at best; a third looks different
+    assert probe_ceiling(["a", "a", "b"], [["up"], ["down"], ["left"]], moves) == 2 / 3
+    assert probe_ceiling(["a", "a", "b"], [["up"], ["up", "down"], ["left"]], moves) == 1.0
+    # PO maze: the first observation is the walls sentence; 21 of the 25 start cells at best (of the 8 cells
+    # with walls above and below, at most 4 share a best move)
+    cells = start_cells()
+    ceiling = probe_ceiling([wall_sentence(c) for c in cells], [optimal_directions(c) for c in cells], moves)
+    assert len(cells) == 25 and ceiling == 21 / 25
 
 
 def test_critic_health_on_held_out_episodes(maze):
@@ -72,3 +88,14 @@ def test_critic_health_on_held_out_episodes(maze):
     assert health["critic/probe_agreement"] == 1.0 and health["critic/states"] > 0
     assert set(health) >= {"critic/q_rmse", "critic/spearman", "critic/value_bias", "critic/fitted"}
     assert health["critic/fitted"] == 0.0  # V = 0 everywhere ranks no state: Spearman is 0, not fitted
+
+
+def test_summary_line_names_the_probe_ceiling_where_it_binds():
+    from lmrl.utils import summary_line
+
+    m = {"task": "maze_po", "algo": "ilql", "return_mean": -60.0, "return_stderr": 3.0, "normalized_score": 50.0,
+         "success_rate": 0.4, "episodes": 50, "critic/fitted": 0.0, "critic/spearman_states": 0.5,
+         "critic/probe_agreement": 0.56, "critic/probe_ceiling": 0.84}
+    assert summary_line(m).endswith("critic=DID NOT FIT (spearman=0.50 probe=0.56 of 0.84)")
+    fo = {**m, "critic/fitted": 1.0, "critic/probe_ceiling": 1.0}
+    assert summary_line(fo).endswith("critic=fitted (spearman=0.50 probe=0.56)")
