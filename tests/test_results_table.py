@@ -210,9 +210,9 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
         row = next(line for line in md.splitlines() if line.startswith(f"| {task} |"))
         assert "issue 19" not in row and row.count("[stale: older configuration") == 1
         assert row.rstrip(" |").endswith("[stale: older configuration, not re-run yet]")
-    # PO Text-Nav re-ran whole (its prompted cell too; ILQL on 2 of its 3 seeds, which the cell says)
+    # PO Text-Nav re-ran whole (its prompted cell too), every cell on all of its seeds
     row = next(line for line in md.splitlines() if line.startswith("| PO Text-Nav |"))
-    assert "[stale: " not in row and row.count("[2/3 seeds]") == 1
+    assert "[stale: " not in row and "seeds]" not in row
 
 
 def run_sweep(args, cache, timeout=900):
@@ -333,13 +333,18 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     sweep = plan("table2_small", [], {"task": {"maze_fo", "maze_po"}, "algo": {"mc"}, "seed": {"0"}})
     fo, po = (sweep.configs[c.name].algo for c in sorted(sweep.cells, key=lambda c: c.task))
     assert (fo.steps, fo.batch_size, fo.bc.steps, fo.bc.batch_size) == (300, 256, 600, 64)
-    assert (po.steps, po.batch_size, po.bc.steps) == (150, 16, 150)
-    # PO maze ILQL: 64 windows a step (each trains one move) and the sampled reranker; PO Text-Nav ILQL: FO's targets
+    assert (po.steps, po.batch_size, po.bc.steps, po.bc.batch_size) == (400, 32, 600, 16)
+    # PO maze ILQL: ten moves a sequence, 32 a step, the sampled reranker; PO Text-Nav ILQL: FO's targets
     sweep = plan("table2_small", [], {"task": {"maze_po", "text_nav_po"}, "algo": {"ilql"}, "seed": {"0"}})
-    maze, nav = (sweep.configs[c.name].algo for c in sorted(sweep.cells, key=lambda c: c.task))
-    assert (maze.steps, maze.batch_size, maze.bc.steps, maze.bc.batch_size) == (800, 64, 600, 16)
+    maze_cfg, nav_cfg = (sweep.configs[c.name] for c in sorted(sweep.cells, key=lambda c: c.task))
+    maze, nav = maze_cfg.algo, nav_cfg.algo
+    assert (maze.steps, maze.batch_size, maze.bc.steps, maze.bc.batch_size) == (400, 32, 600, 16)
     assert (maze.headline, maze.rerank_temperature, maze.td_lambda) == ("rerank", 0.5, 0.9)
+    assert (maze_cfg.task.moves_per_sequence, nav_cfg.task.moves_per_sequence) == (10, 1)
     assert (nav.steps, nav.batch_size, nav.td_lambda, nav.headline) == (800, 64, 0.9, "guided")
+    # FO maze ILQL: lambda 0.5 (its probe 1.00 vs 0.92 at 0.9), PO keeps the 0.9 its curves ran
+    sweep = plan("table2_small", [], {"task": {"maze_fo"}, "algo": {"ilql"}, "seed": {"0"}})
+    assert sweep.configs[sweep.cells[0].name].algo.td_lambda == 0.5
 
 
 def test_unknown_experiment_lists_the_valid_ones():
