@@ -111,10 +111,13 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
     fig, axes = plt.subplots(1, len(panels) + bool(online), figsize=(4.2 * (len(panels) + bool(online)), 3.6),
                              squeeze=False)
     axes = list(axes[0])
+    # One colour per run in every panel (a panel shows only the runs with a point in it).
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {run: cycle[i % len(cycle)] for i, run in enumerate(groups(rows))}
     for ax, (key, title) in zip(axes, panels):
         for (algo, seed), series in groups([r for r in offline if r.get(key) not in (None, "")]).items():
             ax.plot([float(r["epochs"]) for r in series], [float(r[key]) for r in series], marker="o", ms=3,
-                    label=f"{algo} s{seed}")
+                    label=f"{algo} s{seed}", color=colour[(algo, seed)])
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("epochs (log)" if log_x else "epochs")
         if log_x:
@@ -127,7 +130,7 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
         ax = axes[-1]
         for (algo, seed), series in groups(online).items():
             ax.plot([int(r["round"]) for r in series], [float(r["normalized_score"]) for r in series], marker="o",
-                    ms=3, label=f"{algo} s{seed}")
+                    ms=3, label=f"{algo} s{seed}", color=colour[(algo, seed)])
         ax.set_title("online: rollout normalized score", fontsize=9)
         ax.set_xlabel("round")
     for ax in axes:
