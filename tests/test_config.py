@@ -71,7 +71,10 @@ def test_moves_per_sequence_only_for_windowed_tasks(tmp_path):
     from lmrl.task import Task
 
     assert Task(compose_train("task=maze_po", "task.moves_per_sequence=5").task, tmp_path).moves_per_sequence == 5
-    assert Task(compose_train("task=maze_po").task, tmp_path).moves_per_sequence == 1
+    # one move a sequence by default (BC); PO maze's value methods train ten (task_algo/maze_po_{mc,ilql}.yaml)
+    assert Task(compose_train("task=maze_po", "algo=bc").task, tmp_path).moves_per_sequence == 1
+    for algo in ("mc", "ilql"):
+        assert Task(compose_train("task=maze_po", f"algo={algo}").task, tmp_path).moves_per_sequence == 10
     with pytest.raises(ValueError, match="task 'wordle': moves_per_sequence must be 1.*history_window=None"):
         Task(compose_train("task=wordle", "+task.moves_per_sequence=3").task, tmp_path)
     with pytest.raises(ValueError, match="moves_per_sequence must be 1"):
