@@ -66,7 +66,6 @@ def test_oracle_group_sets_the_dialogue_env_oracle(tmp_path):
         Task(compose_train("task=maze_fo", "oracle=kb").task, tmp_path).make_env()
 
 
-
 def test_moves_per_sequence_only_for_windowed_tasks(tmp_path):
     from lmrl.task import Task
 
@@ -79,6 +78,7 @@ def test_moves_per_sequence_only_for_windowed_tasks(tmp_path):
         Task(compose_train("task=wordle", "+task.moves_per_sequence=3").task, tmp_path)
     with pytest.raises(ValueError, match="moves_per_sequence must be 1"):
         Task(compose_train("task=maze_po", "task.moves_per_sequence=0").task, tmp_path)
+
 
 def test_bad_algo_value_fails_before_training():
     cfg = compose_train("algo=filtered_bc", "algo.top_fraction=2.0")
