@@ -102,3 +102,70 @@ def test_car_dealer_fuzz():
             else:
                 assert episode.total_return == 0.0
     assert episodes >= 400
+
+
+def near_misses(questions: list[str], n: int, seed: int = 0) -> list[str]:
+    """What a half-trained asker writes: real questions cut short, with words dropped, doubled, swapped or
+    replaced by another question's word, and halves of two questions spliced ("Is it played by?")."""
+    rng = random.Random(seed)
+    vocab = sorted({w for q in questions for w in q.split()})
+    out = []
+    while len(out) < n:
+        words = rng.choice(questions).split()
+        kind = rng.randrange(5)
+        if kind == 0:
+            words = words[:rng.randrange(1, len(words) + 1)]
+        elif kind == 1 and len(words) > 1:
+            del words[rng.randrange(len(words))]
+        elif kind == 2:
+            i = rng.randrange(len(words))
+            words.insert(i, rng.choice(vocab) if rng.random() < 0.5 else words[i])
+        elif kind == 3 and len(words) > 1:
+            i = rng.randrange(len(words) - 1)
+            words[i], words[i + 1] = words[i + 1], words[i]
+        else:
+            other = rng.choice(questions).split()
+            words = words[:rng.randrange(len(words) + 1)] + other[rng.randrange(len(other)):]
+        text = " ".join(words)
+        out.append(text + rng.choice(("", "?", "?", " ?", "??")) if rng.random() < 0.3 else text)
+    return out
+
+
+def _phrasings(group: str) -> list[str]:
+    from lmrl.envs.dialogue.twenty_questions import load_phrasings
+
+    found = []
+
+    def walk(node):
+        if isinstance(node, str):
+            found.append(node.replace("{x}", "Asia"))
+        elif isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(load_phrasings()[group])
+    return found
+
+
+def test_twenty_questions_near_miss_fuzz():
+    """Regression: "Is it played by?" (a question cut after "by", as a tiny BC model wrote it in a learning
+    curve's evaluation) raised IndexError in the yes-only facts reader and killed the run."""
+    from lmrl.envs.dialogue.twenty_questions import NO, UNKNOWN, YES, TwentyQuestionsEnv, default_oracle
+
+    oracle = default_oracle()
+    questions = _phrasings("twenty_questions") + _phrasings("twenty_questions_categories")
+    questions += [a.question for a in oracle.kb.attributes]
+    strings = [s for s in near_misses(questions, 10_240) if "piano" not in s.lower()]
+    assert "Is it played by?" not in strings
+    strings = ["Is it played by?", "is it made by", "Is it used by?"] + strings
+    check(TwentyQuestionsEnv, "piano", strings, lambda reply: reply in (YES, NO, UNKNOWN))
+
+
+def test_guess_city_near_miss_fuzz():
+    from lmrl.envs.dialogue.guess_city import GuessCityEnv
+
+    strings = [s for s in near_misses(_phrasings("guess_my_city"), 10_240, seed=1) if "tokyo" not in s.lower()]
+    check(GuessCityEnv, "tokyo", strings, lambda reply: "tokyo" not in reply.lower() and reply.strip() != "")

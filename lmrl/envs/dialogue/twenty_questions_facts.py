@@ -124,7 +124,8 @@ def _done(words: list[str], doer: list[str]) -> Reading:
     """Something done to it: `words` start with the verb ("kick it into a goal"), `doer` who does it."""
     by = words.index("by") if "by" in words[1:] else 0
     # "driven by a farmer", "made by people": the doer comes last; "played by pressing keys" says how, not who
-    if by and not words[by + 1:by + 2][0].endswith("ing"):
+    # (a "by" that ends the words, "is it played by", names no one: read on as if it were not there)
+    if by and by + 1 < len(words) and not words[by + 1].endswith("ing"):
         after = words[by + 1:]  # who, up to where or when ("played by children at school")
         end = next((i for i, w in enumerate(after) if w in _PREPOSITIONS and i > 0), len(after))
         return Reading("done", _stems(words[:by]), _doer(after[:end]))

@@ -368,6 +368,8 @@ class PropertyRules:
             return attribute_parse([Term(self.verbs["it"][_key(degree.group("verb"))], restricted=True)])
         vp = plain
         words = tokens(vp)
+        if not words:  # punctuation only ("does it ?!"): nothing to read
+            return None
         where = re.match(r"^(?P<verb>.+?)\s+(?:in|on|through|across|around|under)\s+(?:the\s+|a\s+|an\s+)?(?P<place>[a-z ]+)$", vp)
         if where and self.lookup("place", where.group("place")) and self.verbs.get("it", {}).get(_key(where.group("verb"))):
             return attribute_parse([Term(self.verbs["it"][_key(where.group("verb"))])])  # "can it swim in water?"
