@@ -195,15 +195,24 @@ def test_a_subset_run_keeps_the_whole_experiment_in_the_plan(tmp_path):
 
 
 def test_table2_small_marks_the_cells_run_before_issue_19():
-    """Wordle ran on the old word list, 20Q and Guess My City on the old oracles: the committed table says so."""
-    from lmrl.report import stale_marks
+    """Wordle ran on the old word list, 20Q and Guess My City on the old oracles: the committed table says so,
+    but for the dialogue rows' filtered BC, re-run on the current oracle with its curve's budget."""
+    from lmrl.report import stale_marks, stale_reason
 
     stale = stale_marks({"experiment": "table2_small"})
-    assert set(stale) == {"wordle", "twenty_questions", "guess"} and all("issue 19" in r for r in stale.values())
+    assert set(stale) == {"wordle", "twenty_questions", "guess"}
+    algos = ("bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt")
+    for task in stale:
+        reasons = {algo: stale_reason(stale, task, algo) for algo in algos}
+        assert reasons.pop("filtered_bc") == ("" if task != "wordle" else reasons["bc"])
+        assert all("issue 19" in r for r in reasons.values())
     md = (ROOT / "results" / "table2_small.md").read_text()
-    for task in ("Wordle", "20Qs", "Guess My City"):
+    for task, count in (("Wordle", 7), ("20Qs", 6), ("Guess My City", 6)):
         [row] = [line for line in md.splitlines() if line.startswith(f"| {task} |")]
-        assert row.count("[stale: ") == 7
+        assert row.count("[stale: ") == count
+        if count == 6:  # filtered BC (the third cell) is current, on every seed
+            cell = row.split("|")[3]
+            assert "[stale" not in cell and "seeds]" not in cell and "failed" not in cell
     # FO maze and FO Text-Nav: their six trained columns re-ran on the current config; only the prompted cell
     # keeps older records
     for task in ("FO Maze", "FO Text-Nav"):
@@ -349,6 +358,14 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     # FO maze ILQL: lambda 0.5 (its probe 1.00 vs 0.92 at 0.9), PO keeps the 0.9 its curves ran
     sweep = plan("table2_small", [], {"task": {"maze_fo"}, "algo": {"ilql"}, "seed": {"0"}})
     assert sweep.configs[sweep.cells[0].name].algo.td_lambda == 0.5
+    # 20Q and Guess My City filtered BC: the paper-size dataset, the epochs their curves chose; BC keeps the table's
+    sweep = plan("table2_small", [], {"task": {"twenty_questions", "guess"}, "algo": {"filtered_bc", "bc"},
+                                      "seed": {"0"}})
+    got = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
+    for task, steps in (("twenty_questions", 3600), ("guess", 2500)):
+        fbc, bc = got[task, "filtered_bc"], got[task, "bc"]
+        assert (fbc.algo.steps, fbc.algo.batch_size, fbc.task.data.recipe.episodes) == (steps, 32, 100_000)
+        assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == (80, 16, 5000)
 
 
 def test_unknown_experiment_lists_the_valid_ones():
