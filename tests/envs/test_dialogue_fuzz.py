@@ -131,23 +131,18 @@ def near_misses(questions: list[str], n: int, seed: int = 0) -> list[str]:
     return out
 
 
+def _strings(node) -> list[str]:
+    """Every string in a nest of dicts and lists (the phrasings file), templates filled with one value."""
+    if isinstance(node, str):
+        return [node.replace("{x}", "Asia")]
+    values = node.values() if isinstance(node, dict) else node
+    return [text for value in values for text in _strings(value)]
+
+
 def _phrasings(group: str) -> list[str]:
     from lmrl.envs.dialogue.twenty_questions import load_phrasings
 
-    found = []
-
-    def walk(node):
-        if isinstance(node, str):
-            found.append(node.replace("{x}", "Asia"))
-        elif isinstance(node, dict):
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(load_phrasings()[group])
-    return found
+    return _strings(load_phrasings()[group])
 
 
 def test_twenty_questions_near_miss_fuzz():
