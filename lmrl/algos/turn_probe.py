@@ -55,6 +55,18 @@ def move_agreement(scores: torch.Tensor, states: Sequence[ProbeState], actions: 
     return sum(sum(v) / len(v) for v in per_cell.values()) / len(per_cell)
 
 
+def constant_move_agreement(states: Sequence[ProbeState], actions: Sequence[str]) -> dict[str, float]:
+    """The agreement of a scorer that always picks the same move, for each move: the floor a critic must beat.
+    (On PO maze's held-out states, always "move down" agrees 44%: a critic that learns one global preference
+    scores that much without knowing where it is.)"""
+    out = {}
+    for k, action in enumerate(actions):
+        scores = torch.zeros(len(states), len(actions))
+        scores[:, k] = 1.0
+        out[action.strip()] = move_agreement(scores, states, actions)
+    return out
+
+
 def critic_move_scores(scorer, tokenizer, states: Sequence[ProbeState], actions: Sequence[str], privileged: bool,
                        window: int | None, max_input: int, batch: int = 64) -> torch.Tensor:
     """A SWEET critic's advantage of every action at every state -> [n, len(actions)] (host)."""
