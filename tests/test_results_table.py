@@ -366,6 +366,11 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
         fbc, bc = got[task, "filtered_bc"], got[task, "bc"]
         assert (fbc.algo.steps, fbc.algo.batch_size, fbc.task.data.recipe.episodes) == (steps, 32, 100_000)
         assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == (80, 16, 5000)
+    # Car Dealer BC: the whole 19k conversations for 4.5 epochs (its curve); its MC keeps the table's budget
+    sweep = plan("table2_small", [], {"task": {"car_dealer"}, "algo": {"bc", "mc"}, "seed": {"0"}})
+    got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
+    assert (got["bc"].algo.steps, got["bc"].algo.batch_size, got["bc"].task.data.recipe.episodes) == (2700, 32, 19000)
+    assert (got["mc"].algo.steps, got["mc"].algo.batch_size, got["mc"].task.data.recipe.episodes) == (80, 16, 5000)
 
 
 def test_unknown_experiment_lists_the_valid_ones():
