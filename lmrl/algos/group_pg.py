@@ -5,7 +5,8 @@ Each round pins `episodes_per_round / k` tasks (a random start, then `reset(opti
 task-defining info, `conf/task_info`) and plays each `k` times with the current policy.  Episode i
 of a group gets A_i = (R_i − mean) / std over the group (`normalize=false`: R_i − mean), applied to
 every one of its agent tokens; the loss is PPO's clipped surrogate on old log-probs from a
-teacher-forced pass.  No value head, no KL term: the group mean is the baseline.
+teacher-forced pass.  No value head: the group mean is the baseline.  `kl_coef` > 0 adds GRPO's
+KL term, kl_coef x mean k3(π, π_BC) over the same tokens, with the frozen BC stage as reference.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from lmrl.algos.bc import BCTrainer
 from lmrl.algos.online import OnlineConfig, OnlineTrainer
 from lmrl.algos.ppo import PPOTrainer, Scored, token_logprobs
-from lmrl.algos.ppo_losses import policy_loss
+from lmrl.algos.ppo_losses import kl_k3_loss, policy_loss
 from lmrl.algos.privileged import TaskInfo, task_info_for
 from lmrl.algos.sweet_critic import load_lm
 from lmrl.algos.turn_losses import group_advantages
@@ -35,6 +36,8 @@ class GroupPGConfig(OnlineConfig):
     # Divide by the group's standard deviation (GRPO) or only subtract its mean (RLOO-like).
     normalize: bool = True
     cliprange: float = 0.2
+    # Weight of GRPO's KL(π || π_BC) term in the loss (k3 estimator on the trained tokens; 0 = none).
+    kl_coef: float = 0.0
     # Sequences per no-grad pass when computing old log-probs (memory, not math).
     score_batch_size: int = 64
     # Per task: the reset options that pin a start (and the keys that identify it).
@@ -45,8 +48,8 @@ class GroupPGConfig(OnlineConfig):
         if self.k < 2 or self.episodes_per_round % self.group_size:
             problems.append(f"k must be >= 2 and episodes_per_round a multiple of k (got {self.k}, "
                             f"{self.episodes_per_round})")
-        if self.cliprange <= 0 or self.score_batch_size < 1:
-            problems.append("cliprange must be > 0 and score_batch_size >= 1")
+        if self.cliprange <= 0 or self.score_batch_size < 1 or self.kl_coef < 0:
+            problems.append("cliprange must be > 0, score_batch_size >= 1 and kl_coef >= 0")
         return problems
 
     @property
@@ -63,6 +66,7 @@ class GroupPGTrainer(PPOTrainer):
     def setup_models(self, bc_dir: Path) -> None:
         self.info = task_info_for(self.cfg.task_info, self.task.name)
         self.engine.setup(load_lm(bc_dir), self.optim_config())  # dropout off: ratios start at exactly 1
+        self.reference = self.engine.prepare_frozen(load_lm(bc_dir)) if self.cfg.kl_coef > 0 else None
 
     def policy_lm(self) -> torch.nn.Module:
         return self.engine.unwrap()
@@ -97,21 +101,28 @@ class GroupPGTrainer(PPOTrainer):
         logs = {"groups": len(ids), "episodes_with_signal": sum(a != 0.0 for a in adv)}
         if not seqs:
             return {**logs, "train_steps": 0}
-        samples = [Scored(s, lp, lp.new_zeros(0), torch.full_like(lp, a), lp.new_zeros(0))
-                   for s, lp, a in zip(seqs, self.old_logprobs(seqs), seq_adv)]
+        old, ref = self.old_logprobs(seqs)
+        samples = [Scored(s, lp, lp.new_zeros(0), torch.full_like(lp, a), lp.new_zeros(0), r)
+                   for s, lp, r, a in zip(seqs, old, ref, seq_adv)]
         return {**logs, **self.optimize(samples, round_idx)}
 
     @torch.no_grad()
-    def old_logprobs(self, seqs: list[TokenSequence]) -> list[torch.Tensor]:
-        """Teacher-forced log-probs of each sequence's decisions under the current policy (ratios start at 1)."""
+    def old_logprobs(self, seqs: list[TokenSequence]) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+        """Teacher-forced log-probs of each sequence's decisions under the current policy (ratios start at 1)
+        and under the reference (None without a KL term)."""
         self.engine.eval()
-        out = []
+        old, ref = [], []
         for i in range(0, len(seqs), self.cfg.score_batch_size):
             batch = self.collate(seqs[i : i + self.cfg.score_batch_size])
             decide = decision_points(batch["action_mask"], batch["attention_mask"])
-            logits = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-            out += list(token_logprobs(logits, batch["input_ids"][:, 1:])[decide].split(decide.sum(dim=1).tolist()))
-        return out
+            counts, tokens = decide.sum(dim=1).tolist(), batch["input_ids"][:, 1:]
+            inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+            old += list(token_logprobs(self.engine.forward(**inputs).logits, tokens)[decide].split(counts))
+            if self.reference is None:
+                ref += [None] * len(counts)
+            else:
+                ref += list(token_logprobs(self.reference(**inputs).logits, tokens)[decide].split(counts))
+        return old, ref
 
     def minibatch_loss(self, mb: list[Scored]) -> tuple[torch.Tensor, dict]:
         batch = self.collate([s.seq for s in mb])
@@ -120,7 +131,11 @@ class GroupPGTrainer(PPOTrainer):
         logp = token_logprobs(logits, batch["input_ids"][:, 1:])[decide]
         old, adv = torch.cat([s.old_logp for s in mb]), torch.cat([s.advantages for s in mb])
         loss, logs = policy_loss(logp, old, adv, self.cfg.cliprange)
-        return loss, {"pg_loss": loss.item(), **logs}
+        logs["pg_loss"] = loss.item()
+        if self.reference is not None:
+            kl = kl_k3_loss(logp, torch.cat([s.ref_logp for s in mb]))
+            loss, logs["kl"] = loss + self.cfg.kl_coef * kl, kl.item()
+        return loss, logs
 
     def save(self, directory: Path) -> None:
         BCTrainer.save(self, directory)

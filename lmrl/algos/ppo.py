@@ -83,6 +83,7 @@ class Scored:
     old_values: torch.Tensor  # [n]
     advantages: torch.Tensor  # [n]
     returns: torch.Tensor  # [n]
+    ref_logp: torch.Tensor | None = None  # [n], where the loss itself has a KL term (group PG)
 
 
 class PPOTrainer(OnlineTrainer):

@@ -32,8 +32,19 @@ def kl_k3(logp: Tensor, ref_logp: Tensor, decide: Tensor) -> Tensor:
 
     k3 estimator (Schulman): non-negative per sample, unbiased for KL(π || π_ref) under samples from π.
     """
-    lr = (ref_logp.detach() - logp.detach())[decide].float()  # [n]
-    return (torch.expm1(lr) - lr).sum() / decide.sum().clamp(min=1)
+    if not decide.any():
+        return logp.new_zeros(())
+    return kl_k3_loss(logp.detach()[decide], ref_logp[decide])
+
+
+def kl_k3_loss(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """Mean of exp(lr) - 1 - lr, lr = log π_ref - log π, differentiable in `logp`.  [n] -> scalar.
+
+    GRPO's KL term (Shao et al. 2024): its gradient 1 - π_ref/π pulls a token's log-prob back towards the
+    reference's from either side, so mass the policy moves away from the reference's actions is pulled back.
+    """
+    lr = ref_logp.detach().float() - logp.float()
+    return (torch.expm1(lr) - lr).mean()
 
 
 def gae(

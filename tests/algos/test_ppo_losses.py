@@ -10,6 +10,7 @@ from lmrl.algos.ppo_losses import (
     FixedKL,
     gae,
     kl_k3,
+    kl_k3_loss,
     kl_penalized_rewards,
     policy_loss,
     value_loss,
@@ -126,6 +127,22 @@ def test_kl_k3_non_negative_and_zero_at_reference():
     assert kl_k3(logp, ref_logp, decide).item() >= 0.0
     assert kl_k3(ref_logp, logp, decide).item() >= 0.0
     assert kl_k3(logp, logp.clone(), decide).item() == 0.0
+
+
+def test_kl_k3_loss_by_hand_and_its_gradient_pulls_towards_the_reference():
+    # lr = ref - logp = ln 2 and -ln 2: (2 - 1 - ln 2 + 0.5 - 1 + ln 2) / 2 = 0.25; d/dlogp = (1 - e^lr) / n
+    ln2 = math.log(2)
+    logp = torch.tensor([-ln2, 0.0], requires_grad=True)
+    ref_logp = torch.tensor([0.0, -ln2], requires_grad=True)
+    loss = kl_k3_loss(logp, ref_logp)
+    assert loss.item() == pytest.approx(0.25)
+    loss.backward()
+    # below the reference: pushed up; above it: pushed down; the reference gets no gradient
+    assert logp.grad.tolist() == pytest.approx([(1 - 2) / 2, (1 - 0.5) / 2])
+    assert ref_logp.grad is None
+    # the masked estimator is this loss over the decisions, without a gradient
+    assert kl_k3(logp[None], ref_logp[None], torch.ones(1, 2, dtype=torch.bool)).item() == pytest.approx(0.25)
+    assert kl_k3(logp[None], ref_logp[None], torch.zeros(1, 2, dtype=torch.bool)).item() == 0.0
 
 
 def test_whiten_by_hand():

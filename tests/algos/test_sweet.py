@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from lmrl.algos.ppo import Scored
 from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, context_sequences
 from lmrl.algos.turn_losses import bradley_terry_loss
 from lmrl.data.packed import PackedSequences
@@ -96,6 +97,29 @@ def test_group_pg_pins_k_rollouts_per_start_and_gives_each_episode_its_group_adv
     for sample, sign in zip(captured, [-1] * n0 + [1] * n1):
         assert sample.advantages.shape == sample.old_logp.shape
         torch.testing.assert_close(sample.advantages, torch.full_like(sample.old_logp, sign * a), atol=1e-5, rtol=0)
+
+
+def test_group_pg_kl_term_is_zero_at_the_reference_and_pulls_back_after_a_step(built, tmp_path):
+    """kl_coef > 0: the round's reference log-probs are the BC stage's; at the first minibatch the policy is the
+    reference (KL 0, the loss is the clipped surrogate alone); once the policy has moved, the KL is > 0."""
+    trainer, _, _ = one_step_and_turn("group_pg", TorchEngine(device="cpu"), built, tmp_path,
+                                      "smoke.episodes_per_round=4", "algo.k=2", "algo.kl_coef=0.5")
+    assert trainer.reference is not None
+    episodes = [dataclasses.replace(ep, info={**ep.info, "start": [1, 1]},
+                                    rewards=[0.0] * (len(ep.rewards) - 1) + [r])
+                for ep, r in zip(list(trainer.task.episodes())[:2], [0.0, 1.0])]
+    seqs = [s for ep in episodes for s in trainer.link_sequences(ep)]
+    old, ref = trainer.old_logprobs(seqs)
+    moved = any(not torch.allclose(o, r) for o, r in zip(old, ref))
+    assert moved  # one_step_and_turn took an optimizer step away from the BC stage
+    mb = [Scored(s, r, r.new_zeros(0), torch.ones_like(r), r.new_zeros(0), r) for s, r in zip(seqs, ref)]
+    trainer.engine.train()
+    loss, logs = trainer.minibatch_loss(mb)
+    assert logs["kl"] > 0.0
+    assert loss.item() == pytest.approx(logs["pg_loss"] + 0.5 * logs["kl"], rel=1e-5)
+    at_ref = [Scored(s, o, o.new_zeros(0), torch.ones_like(o), o.new_zeros(0), o) for s, o in zip(seqs, old)]
+    _, logs = trainer.minibatch_loss(at_ref)
+    assert logs["kl"] == pytest.approx(0.0, abs=1e-6)
 
 
 # debug=smoke shrunk further for the fast tier (`make test-slow` runs plain debug=smoke on every task):
