@@ -117,7 +117,7 @@ class SweetTrainer(PairTrainer):
         cfg = self.cfg
         return trajectory_items(self.task, self.info, self.tokenizer, self.max_length, False, LogRatio(cfg.beta, "sum"),
                                 cfg.steps * cfg.batch_size, cfg.sample_turns, cfg.exact_scores, cfg.score_batch_size,
-                                self.seed, cfg.nll_coef)
+                                self.seed, cfg.nll_coef, pairing=cfg.critic_stage.pairing)  # the critic's pairs
 
     def turn_items(self) -> TurnPairs:
         """Candidates at a `turn_fraction` of the dataset's turns, paired by the critic's advantage."""

@@ -27,7 +27,7 @@ from lmrl.algos.base import OptimFields
 from lmrl.algos.bc import BCTrainer, cached_stage
 from lmrl.algos.privileged import TaskInfo, task_info_for
 from lmrl.algos.sweet_data import HeadValue, LogRatio, TrajectoryPairs, TrajectorySource
-from lmrl.algos.turn_losses import ratio_advantages, trajectory_pairs
+from lmrl.algos.turn_losses import PAIRINGS, ratio_advantages, trajectory_pairs
 from lmrl.checkpoint import Checkpointer
 from lmrl.data.tokenize import SegmentEncoder
 from lmrl.dist import OptimConfig, is_main, rank, world_size
@@ -60,6 +60,8 @@ class CriticConfig(OptimFields):
     kl_coef: float = 0.0
     # Trajectory pairs drawn from the dataset (null = steps x batch_size; at most all of them).
     pairs: int | None = None
+    # Within a task: `best` attempt vs each lower one (the original), or `all` attempts vs each lower one.
+    pairing: str = "best"
     log_every: int = 25
 
     def validate(self) -> list[str]:
@@ -72,6 +74,8 @@ class CriticConfig(OptimFields):
             problems.append(f"kl_coef must be >= 0 (got {self.kl_coef})")
         if self.aggregate not in AGGREGATES:
             problems.append(f"aggregate must be one of {AGGREGATES} (got {self.aggregate})")
+        if self.pairing not in PAIRINGS:
+            problems.append(f"pairing must be one of {PAIRINGS} (got {self.pairing})")
         return problems
 
 
@@ -96,11 +100,11 @@ def setup_offline(trainer, model: torch.nn.Module, items) -> None:
 
 def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_context: bool, rule, n_pairs: int,
                      sample_turns: int, exact: bool, chunk: int, seed: int, nll_coef: float = 0.0,
-                     aggregate: str = "sum", kl_coef: float = 0.0) -> TrajectoryPairs:
+                     aggregate: str = "sum", kl_coef: float = 0.0, pairing: str = "best") -> TrajectoryPairs:
     """The dataset's trajectory pairs (`n_pairs` drawn at random), each trajectory tokenized with its `c`."""
     scored = [(ep.total_return, info.task_key(ep)) for ep in task.episodes()]
-    pairs = balanced(trajectory_pairs([r for r, _ in scored], [k for _, k in scored]), [k for _, k in scored],
-                     n_pairs, random.Random(f"sweet-pairs:{seed}"))
+    pairs = balanced(trajectory_pairs([r for r, _ in scored], [k for _, k in scored], pairing),
+                     [k for _, k in scored], n_pairs, random.Random(f"sweet-pairs:{seed}"))
     if not pairs:
         raise ValueError(f"{task.name}: no two attempts at one task with different returns; SWEET-RL needs several "
                          "attempts per task (for generated tasks: task.data.recipe.attempts_per_task)")
@@ -166,7 +170,8 @@ class CriticStage(PairTrainer):
         rule = HeadValue() if head else LogRatio(cfg.beta, "mean")
         items = trajectory_items(task, info, tokenizer, self.max_length, privileged, rule,
                                  cfg.pairs or cfg.steps * cfg.batch_size, cfg.sample_turns, cfg.exact_scores, chunk,
-                                 seed, aggregate=cfg.aggregate, kl_coef=0.0 if head else cfg.kl_coef)
+                                 seed, aggregate=cfg.aggregate, kl_coef=0.0 if head else cfg.kl_coef,
+                                 pairing=cfg.pairing)
         setup_offline(self, ValueModel(lm, 0, True) if head else lm, items)
         self.reference = engine.prepare_frozen(load_lm(bc_dir)) if rule.uses_reference else None
 

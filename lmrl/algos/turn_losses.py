@@ -101,14 +101,24 @@ def reverse_kl(logits: Tensor, ref_logits: Tensor) -> Tensor:
 
 
 # -- pairs --------------------------------------------------------------------------------------------
-def trajectory_pairs(returns: Sequence[float], tasks: Sequence[Hashable]) -> list[tuple[int, int]]:
-    """(chosen, rejected) index pairs: within each task, a best-return attempt against every attempt with a
-    strictly lower return.  Tied best attempts take turns as the chosen side."""
+PAIRINGS = ("best", "all")
+
+
+def trajectory_pairs(returns: Sequence[float], tasks: Sequence[Hashable], pairing: str = "best") -> list[tuple[int, int]]:
+    """(chosen, rejected) index pairs within each task.  `best`: a best-return attempt against every attempt with
+    a strictly lower return (tied best attempts take turns as the chosen side).  `all`: every attempt against
+    every attempt with a strictly lower return (a task with many attempts then has many chosen trajectories,
+    not one: the maze's 25 starts would otherwise give the critic 25 chosen trajectories to memorise)."""
+    if pairing not in PAIRINGS:
+        raise ValueError(f"pairing must be one of {PAIRINGS} (got {pairing!r})")
     groups: dict[Hashable, list[int]] = defaultdict(list)
     for i, task in enumerate(tasks):
         groups[task].append(i)
     pairs = []
     for members in groups.values():
+        if pairing == "all":
+            pairs += [(i, j) for i in members for j in members if returns[i] > returns[j]]
+            continue
         best = max(returns[i] for i in members)
         top = [i for i in members if returns[i] == best]
         lower = [i for i in members if returns[i] < best]

@@ -99,6 +99,19 @@ def test_group_pg_pins_k_rollouts_per_start_and_gives_each_episode_its_group_adv
         torch.testing.assert_close(sample.advantages, torch.full_like(sample.old_logp, sign * a), atol=1e-5, rtol=0)
 
 
+def test_the_critic_stage_pairing_reaches_its_pairs(built, tmp_path):
+    """`critic_stage.pairing=all` gives the critic every better-worse pair of a start, so many more distinct
+    chosen trajectories than `best` (one per start) from the same dataset."""
+    chosen = {}
+    for pairing in ("best", "all"):
+        trainer, _, _ = one_step_and_turn("sweet", TorchEngine(device="cpu"), built, tmp_path / pairing,
+                                          "algo.mode=trajectory_dpo", f"algo.critic_stage.pairing={pairing}",
+                                          "smoke.steps=1", "algo.batch_size=64")
+        chosen[pairing] = {trainer.seqs.pairs[j][0] for j in range(len(trainer.seqs))}
+        assert len(trainer.seqs) > 0
+    assert len(chosen["all"]) > len(chosen["best"])
+
+
 def test_group_pg_kl_term_is_zero_at_the_reference_and_pulls_back_after_a_step(built, tmp_path):
     """kl_coef > 0: the round's reference log-probs are the BC stage's; at the first minibatch the policy is the
     reference (KL 0, the loss is the clipped surrogate alone); once the policy has moved, the KL is > 0."""

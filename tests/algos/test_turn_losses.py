@@ -84,6 +84,15 @@ def test_trajectory_pairs_best_attempt_against_every_strictly_worse_one():
     assert trajectory_pairs(returns, tasks) == [(1, 0), (2, 3)]
 
 
+def test_trajectory_pairs_all_every_attempt_against_every_strictly_worse_one():
+    returns = [-5.0, -3.0, -3.0, -9.0, -1.0, -1.0, -7.0]
+    tasks = ["a", "a", "a", "a", "b", "b", "c"]
+    # task a: -3 (1, 2) > -5 (0) > -9 (3); ties and single attempts give nothing
+    assert sorted(trajectory_pairs(returns, tasks, "all")) == [(0, 3), (1, 0), (1, 3), (2, 0), (2, 3)]
+    with pytest.raises(ValueError, match="pairing must be one of"):
+        trajectory_pairs(returns, tasks, "top")
+
+
 def test_candidate_pairs_top_half_against_bottom_half():
     pairs = candidate_pairs([3.0, 1.0, 2.0, 0.0], n_pairs=10, rng=random.Random(0))
     assert sorted(pairs) == [(0, 1), (0, 3), (2, 1), (2, 3)]  # ranks: 0, 2 on top; 1, 3 below
