@@ -59,9 +59,9 @@ class SweetConfig(OptimFields):
     beta: float = 0.1
     candidates: int = 16
     pairs_per_turn: int = 4
-    nll_coef: float = 0.01
+    nll_coef: float = 1.0
     # Share of the dataset's agent turns where candidates are sampled.
-    turn_fraction: float = 0.1
+    turn_fraction: float = 0.5
     temperature: float = 1.0
     # trajectory_dpo on windowed tasks: turns per trajectory scored with gradients (0 = all), and exact scores.
     sample_turns: int = 8
