@@ -102,9 +102,11 @@ def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_cont
                      sample_turns: int, exact: bool, chunk: int, seed: int, nll_coef: float = 0.0,
                      aggregate: str = "sum", kl_coef: float = 0.0, pairing: str = "best") -> TrajectoryPairs:
     """The dataset's trajectory pairs (`n_pairs` drawn at random), each trajectory tokenized with its `c`."""
-    scored = [(ep.total_return, info.task_key(ep)) for ep in task.episodes()]
-    pairs = balanced(trajectory_pairs([r for r, _ in scored], [k for _, k in scored], pairing),
-                     [k for _, k in scored], n_pairs, random.Random(f"sweet-pairs:{seed}"))
+    returns, keys = [], []  # one streaming pass: the episodes themselves are not kept
+    for ep in task.episodes():
+        returns.append(ep.total_return)
+        keys.append(info.task_key(ep))
+    pairs = balanced(trajectory_pairs(returns, keys, pairing), keys, n_pairs, random.Random(f"sweet-pairs:{seed}"))
     if not pairs:
         raise ValueError(f"{task.name}: no two attempts at one task with different returns; SWEET-RL needs several "
                          "attempts per task (for generated tasks: task.data.recipe.attempts_per_task)")

@@ -104,7 +104,8 @@ def reverse_kl(logits: Tensor, ref_logits: Tensor) -> Tensor:
 PAIRINGS = ("best", "all")
 
 
-def trajectory_pairs(returns: Sequence[float], tasks: Sequence[Hashable], pairing: str = "best") -> list[tuple[int, int]]:
+def trajectory_pairs(returns: Sequence[float], tasks: Sequence[Hashable],
+                     pairing: str = "best") -> list[tuple[int, int]]:
     """(chosen, rejected) index pairs within each task.  `best`: a best-return attempt against every attempt with
     a strictly lower return (tied best attempts take turns as the chosen side).  `all`: every attempt against
     every attempt with a strictly lower return (a task with many attempts then has many chosen trajectories,
