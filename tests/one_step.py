@@ -71,6 +71,13 @@ def one_step_and_turn(algo: str, engine, built, run_dir, *overrides: str) -> tup
     return trainer, metrics, before
 
 
+def length_oracle(state: dict, action: str) -> float:
+    """A maze oracle for a random tiny model, whose every candidate is no move (the maze oracle would tie them all
+    at -1, leaving no pair): credit by the reply's length, read at the true position like the real one."""
+    assert len(state["position"]) == 2
+    return float(len(action))
+
+
 def spread_returns(trainer) -> None:
     """A random tiny model's episodes all score alike (every turn is an invalid action), and a group whose
     returns are equal teaches a group-relative update nothing: each round's first episode gets one more

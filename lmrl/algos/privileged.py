@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 from hydra.utils import get_method
 
 from lmrl.envs.base import Episode, TextEnv
+from lmrl.envs.maze import optimal_directions, parse_action
 
 # Outcome and behaviour labels the datasets record: a critic that read them would be told the answer.
 FORBIDDEN = frozenset({
@@ -47,6 +48,9 @@ class TaskInfo:
     # A function `env -> dict` describing the env's hidden state now, replayed before every action
     # (null: the task's state is all in `keys`).
     replay: str | None = None
+    # A function `(state, action text) -> credit` that knows the best action from the true state (the keys plus
+    # the replayed state): SWEET-RL's `critic=oracle`, a sanity check of the actor (null: the task has none).
+    oracle: str | None = None
 
     def validate(self) -> list[str]:
         problems = []
@@ -74,16 +78,20 @@ class TaskInfo:
         allowed = self.allowed(info)
         return {option: allowed[key] for option, key in self.reset.items()}
 
-    def contexts(self, episode: Episode, make_env: Callable[[], TextEnv] | None = None) -> list[str]:
-        """`c` before each agent turn, in order: the task's keys, plus the replayed state when the task has one."""
+    def states(self, episode: Episode, make_env: Callable[[], TextEnv] | None = None) -> list[dict]:
+        """The true state before each agent turn, in order: the task's keys, plus the replayed state when the
+        task has one."""
         static = self.allowed(episode.info)
-        n = episode.num_actions
         if self.replay is None:
-            return [render(static)] * n
+            return [static] * episode.num_actions
         if make_env is None:
             raise ValueError("a task with a replayed state needs make_env")
         states = replay_states(episode, make_env(), self.options(episode.info), get_method(self.replay))
-        return [render({**static, **state}) for state in states]
+        return [{**static, **state} for state in states]
+
+    def contexts(self, episode: Episode, make_env: Callable[[], TextEnv] | None = None) -> list[str]:
+        """`c` before each agent turn, in order: `states` as one line each."""
+        return [render(state) for state in self.states(episode, make_env)]
 
 
 def task_info_for(infos: dict[str, TaskInfo], task_name: str) -> TaskInfo:
@@ -142,6 +150,15 @@ def _expect_same(replayed: Sequence[str], recorded: Sequence[str], episode: Epis
 def maze_position(env) -> dict:
     """The maze's hidden state: where the agent is."""
     return {"position": list(env.position)}
+
+
+def maze_oracle(state: dict, action: str) -> float:
+    """The maze's oracle credit of a move at the true position: 1 for a BFS-optimal move, 0 for another move
+    (a wall included), -1 for a reply that is no move."""
+    direction = parse_action(action)
+    if direction is None:
+        return -1.0
+    return float(direction in optimal_directions(tuple(state["position"])))
 
 
 def text_nav_state(env) -> dict:

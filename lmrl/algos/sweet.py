@@ -11,7 +11,9 @@ the actor learns from the critic's turn-level preferences (Zhou et al. 2025, arX
 4. Actor: DPO on those pairs with the frozen initial actor as reference, + `nll_coef` x NLL.
 
 `mode=trajectory_dpo` skips 2-3: multi-turn DPO of the actor on the trajectory pairs themselves.
-`privileged=false`: the critic does not read `c`.
+`privileged=false`: the critic does not read `c`.  `critic=oracle` replaces 2 by the task's oracle
+credit at the true state (the maze: BFS), to tell an actor that cannot use credit from a critic
+that gives none.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from hydra.utils import get_method
 from omegaconf import OmegaConf
 
 from lmrl.algos.base import OptimFields
 from lmrl.algos.bc import BCConfig, lm_policy, start_checkpoint
-from lmrl.algos.privileged import TaskInfo, task_info_for
+from lmrl.algos.privileged import TaskInfo, render, task_info_for
 from lmrl.algos.sweet_critic import (
-    SCORERS, CriticConfig, PairTrainer, critic_checkpoint, load_lm, setup_offline, trajectory_items,
+    SCORERS, CriticConfig, OracleScorer, PairTrainer, critic_checkpoint, load_lm, setup_offline, trajectory_items,
 )
 from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, TurnPairs, prefixed
 from lmrl.algos.turn_losses import candidate_pairs
@@ -43,7 +46,7 @@ from lmrl.rollout.policy import end_turn, prompt_ids
 
 log = logging.getLogger(__name__)
 MODES = ("turn", "trajectory_dpo")
-CRITICS = ("lm", "head")
+CRITICS = ("lm", "head", "oracle")
 
 
 @dataclass
@@ -51,7 +54,7 @@ class SweetConfig(OptimFields):
     name: str = "sweet"
     # turn: SWEET-RL; trajectory_dpo: multi-turn DPO on the trajectory pairs (no critic).
     mode: str = "turn"
-    # lm: the log-ratio critic; head: a value head on the critic trunk.
+    # lm: the log-ratio critic; head: a value head on the critic trunk; oracle: the task's oracle credit.
     critic: str = "lm"
     # The critic reads the task's training-time information c (false: the ablation without it).
     privileged: bool = True
@@ -83,6 +86,8 @@ class SweetConfig(OptimFields):
         problems += [f"task_info.{t}: {p}" for t, info in self.task_info.items() for p in info.validate()]
         if self.mode not in MODES or self.critic not in CRITICS:
             problems.append(f"mode must be one of {MODES} and critic one of {CRITICS} (got {self.mode}, {self.critic})")
+        if self.critic == "oracle" and not self.privileged:
+            problems.append("critic=oracle reads the true state: privileged=false has no meaning for it")
         if self.batch_tokens is not None:
             problems.append("batch_tokens must be null (batches are pairs)")
         if not 0 < self.turn_fraction <= 1 or self.candidates < 2 or self.pairs_per_turn < 1:
@@ -122,11 +127,7 @@ class SweetTrainer(PairTrainer):
     def turn_items(self) -> TurnPairs:
         """Candidates at a `turn_fraction` of the dataset's turns, paired by the critic's advantage."""
         cfg, task = self.cfg, self.task
-        critic_dir = critic_checkpoint(cfg, task, self.engine, self.tokenizer, self.logger, self.seed, self.bc_dir)
-        trained = critic_dir / "critic_metrics.json"
-        if trained.exists():  # the critic stage's own fit (absent for a user's critic_from)
-            self.stats = {f"sweet/critic_{k}": v for k, v in json.loads(trained.read_text()).items()}
-        scorer = SCORERS[cfg.critic](critic_dir, self.bc_dir, cfg.critic_stage.beta, self.engine)
+        scorer = self.scorer()
         eval_cfg = OmegaConf.merge(task.cfg.eval, {"temperature": cfg.temperature})
         policy = lm_policy(self.engine.place(load_lm(self.bc_dir)), self.tokenizer, task, eval_cfg, self.seed)
         rng, seqs, counts = random.Random(f"sweet-turns:{self.seed}"), [], {"turns": 0, "candidates": 0, "pairs": 0}
@@ -135,10 +136,10 @@ class SweetTrainer(PairTrainer):
         for e, ep in enumerate(task.episodes()):
             if e not in picked:
                 continue
-            contexts = self.info.contexts(ep, task.make_env) if cfg.privileged else None
+            truth = self.info.states(ep, task.make_env) if cfg.privileged else None
             actions = [i for i, t in enumerate(ep.turns) if t.is_action]
-            states += [self.turn_state(policy, ep.turns[: actions[k]], contexts[k] if contexts else None)
-                       for k in picked[e]]
+            states += [(*self.turn_state(policy, ep.turns[: actions[k]], render(truth[k]) if truth else None),
+                        truth[k] if truth else None) for k in picked[e]]
         for start in range(0, len(states), cfg.score_batch_size):
             seqs += self.paired_candidates(policy, scorer, states[start : start + cfg.score_batch_size], rng, counts)
         if not seqs:
@@ -148,6 +149,17 @@ class SweetTrainer(PairTrainer):
         log.info("sweet: %d pairs from %d turns (%.1f distinct candidates a turn)", counts["pairs"], counts["turns"],
                  self.stats["sweet/unique_candidates"])
         return TurnPairs(PackedSequences.build(seqs), cfg.beta, cfg.nll_coef, self.tokenizer.pad_token_id)
+
+    def scorer(self):
+        """The critic that ranks candidate turns: the task's oracle, or the (cached) critic stage's."""
+        cfg = self.cfg
+        if cfg.critic == "oracle":
+            return oracle_scorer(cfg.task_info, self.task.name, self.tokenizer)
+        critic_dir = critic_checkpoint(cfg, self.task, self.engine, self.tokenizer, self.logger, self.seed, self.bc_dir)
+        trained = critic_dir / "critic_metrics.json"
+        if trained.exists():  # the critic stage's own fit (absent for a user's critic_from)
+            self.stats = {f"sweet/critic_{k}": v for k, v in json.loads(trained.read_text()).items()}
+        return SCORERS[cfg.critic](critic_dir, self.bc_dir, cfg.critic_stage.beta, self.engine)
 
     def pick_turns(self, rng: random.Random) -> dict[int, list[int]]:
         """{episode: its agent turns (by order)}: each turn with probability `turn_fraction`, then, in random order,
@@ -171,8 +183,9 @@ class SweetTrainer(PairTrainer):
         return prompt, c + prompt_ids(history, policy.window, policy.encode, policy.max_input_tokens - len(c))
 
     def paired_candidates(self, policy, scorer, states, rng: random.Random, counts: dict) -> list[TokenSequence]:
-        """Sample, score and pair candidates at these states: two sequences (prompt + turn) per pair."""
-        prompts = [p for p, _ in states]
+        """Sample, score and pair candidates at these states (prompt, critic prefix, true state): two sequences
+        (prompt + turn) per pair."""
+        prompts = [p for p, _, _ in states]
         rows = sample_candidates(policy.model, prompts, self.cfg.candidates, policy.stop_mask,
                                  self.tokenizer.pad_token_id, policy.max_new_tokens, self.cfg.temperature,
                                  policy.sampling_generator())
@@ -180,9 +193,10 @@ class SweetTrainer(PairTrainer):
                  for turn in rows]
         owner = [s for s, turn in enumerate(texts) for _ in turn]
         conts = [list(policy.encode(t)) for turn in texts for t in turn]
-        flat = scorer.scores([c for _, c in states], owner, conts, self.tokenizer.pad_token_id)
+        flat = scorer.scores([c for _, c, _ in states], owner, conts, self.tokenizer.pad_token_id,
+                             [t for _, _, t in states])
         out, start = [], 0
-        for (prompt, _), turn in zip(states, texts):
+        for (prompt, _, _), turn in zip(states, texts):
             scores, cands = flat[start : start + len(turn)], conts[start : start + len(turn)]
             start += len(turn)
             for hi, lo in candidate_pairs(scores, self.cfg.pairs_per_turn, rng):
@@ -190,6 +204,16 @@ class SweetTrainer(PairTrainer):
             counts["turns"], counts["candidates"] = counts["turns"] + 1, counts["candidates"] + len(turn)
         counts["pairs"] += len(out) // 2
         return out
+
+
+def oracle_scorer(infos: dict[str, TaskInfo], task_name: str, tokenizer) -> OracleScorer:
+    """`critic=oracle`'s scorer: the task's oracle credit (`task_info.<task>.oracle`), or an error naming the tasks
+    that have one."""
+    oracle = task_info_for(infos, task_name).oracle
+    if oracle is None:
+        raise ValueError(f"critic=oracle: task {task_name} has no oracle (task_info.<task>.oracle); tasks with one: "
+                         f"{sorted(t for t, info in infos.items() if info.oracle)}")
+    return OracleScorer(get_method(oracle), tokenizer)
 
 
 OBJECTIVES = {"turn": SweetTrainer.turn_items, "trajectory_dpo": SweetTrainer.trajectory_dpo_items}

@@ -5,8 +5,10 @@ before the dialogue, fitted with Bradley–Terry on pairs of trajectories of one
 attempt against each strictly worse one, a trajectory scored by its turns' advantages
 A(o_t, a_t, c) = β · (mean log π_critic − mean log π_ref) over the turn's tokens (π_ref: the frozen
 BC stage reading the same input), summed over the trajectory (or averaged, `aggregate=mean`).
-`critic=head`: A is a value head's output after the turn.  The scorers give A of candidate turns
-at dataset states, each state's prefix run once.
+`critic=head`: A is a value head's output after the turn; `critic=oracle` (no critic stage): the
+task's oracle credit from the true state (`TaskInfo.oracle`, the maze only), a sanity check that
+the actor learns when its credit is right.  The scorers give A of candidate turns at dataset
+states, each state's prefix run once.
 """
 
 from __future__ import annotations
@@ -226,7 +228,7 @@ class RatioScorer:
         self.ref = fast_lm(engine.place(load_lm(bc_dir)).eval())
         self.beta = beta
 
-    def scores(self, prefixes, owner, conts, pad_id) -> list[float]:
+    def scores(self, prefixes, owner, conts, pad_id, states=None) -> list[float]:
         logp, mask = continuation_scores(self.model, prefixes, owner, conts, pad_id)
         ref, _ = continuation_scores(self.ref, prefixes, owner, conts, pad_id)
         return ratio_advantages(logp, ref, mask, self.beta).tolist()  # each row is one turn
@@ -240,10 +242,24 @@ class HeadScorer:
         value.v_head.load_state_dict(torch.load(Path(critic_dir) / "value_head.pt", map_location="cpu"))
         self.model = engine.place(value).eval()
 
-    def scores(self, prefixes, owner, conts, pad_id) -> list[float]:
+    def scores(self, prefixes, owner, conts, pad_id, states=None) -> list[float]:
         _, out, _, mask = continue_prefixes(self.model, prefixes, owner, conts, pad_id)
         last = (mask.sum(1) - 1)[:, None]
         return out.v.gather(1, last).squeeze(1).float().tolist()
 
 
+class OracleScorer:
+    """A(o_t, a, c) = the task's oracle credit of the decoded turn at the true state (`states`, one per prefix):
+    no model, no critic stage."""
+
+    def __init__(self, oracle, tokenizer):
+        self.oracle, self.tokenizer = oracle, tokenizer
+
+    def scores(self, prefixes, owner, conts, pad_id, states=None) -> list[float]:
+        if states is None or len(states) != len(prefixes):
+            raise ValueError("the oracle critic needs the true state of every prefix")
+        return [self.oracle(states[o], self.tokenizer.decode(c, skip_special_tokens=True)) for o, c in zip(owner, conts)]
+
+
+# The learned critics, built from (critic_dir, bc_dir, beta, engine); `oracle` is built by the actor.
 SCORERS = {"lm": RatioScorer, "head": HeadScorer}

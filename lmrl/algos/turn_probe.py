@@ -80,7 +80,8 @@ def critic_move_scores(scorer, tokenizer, states: Sequence[ProbeState], actions:
             c = list(encode(s.context)) if privileged else []
             prefixes.append(c + prompt_ids(s.history, window, encode, max_input - len(c)))
         owner = [k for k in range(len(chunk)) for _ in conts]
-        rows.append(torch.tensor(scorer.scores(prefixes, owner, conts * len(chunk), tokenizer.pad_token_id))
+        truth = [{"position": list(s.position)} for s in chunk]  # what the oracle critic reads
+        rows.append(torch.tensor(scorer.scores(prefixes, owner, conts * len(chunk), tokenizer.pad_token_id, truth))
                     .view(len(chunk), len(conts)))
     return torch.cat(rows)
 

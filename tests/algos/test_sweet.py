@@ -7,15 +7,20 @@ import math
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
+from lmrl.algos.base import typed_config
 from lmrl.algos.ppo import Scored
+from lmrl.algos.privileged import maze_oracle
+from lmrl.algos.sweet import SweetConfig, oracle_scorer
+from lmrl.algos.sweet_critic import OracleScorer
 from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, context_sequences
 from lmrl.algos.turn_losses import bradley_terry_loss
 from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import SegmentEncoder, collate
 from lmrl.dist import TorchEngine
 from tests.device_check import DEVICE, device_check, report
-from tests.e2e import run_cli
+from tests.e2e import ROOT, run_cli
 from tests.one_step import built, one_step_and_turn, weights  # noqa: F401 (fixture)
 
 
@@ -63,7 +68,8 @@ def test_exact_scores_give_the_plain_loss_and_its_gradient(built):
     torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("flags", [[], ["algo.privileged=false"], ["algo.critic=head"], ["algo.mode=trajectory_dpo"]])
+@pytest.mark.parametrize("flags", [[], ["algo.privileged=false"], ["algo.critic=head"], ["algo.critic=oracle", "algo.task_info.maze_fo.oracle=tests.one_step.length_oracle"],
+                                   ["algo.mode=trajectory_dpo"]])
 def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_path):
     """Each ablation's critic stage, candidates and actor step, with the model on a second (virtual) device:
     no op mixes devices (tests/test_devices.py runs the default variant the same way)."""
@@ -72,6 +78,36 @@ def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_
     assert not violations, f"{flags}: ops mixing devices:\n{report(violations)}"
     assert torch.isfinite(torch.tensor(metrics["train_loss"]))
     assert any(not torch.equal(a, b) for a, b in zip(weights(trainer), before))
+
+
+def test_the_oracle_critic_credits_the_shortest_way_at_the_true_position(built):
+    """+1 a move that shortens the way to the goal (8, 6), 0 another move (a wall included), -1 no move; read
+    from the true position, whatever the prefix says."""
+    _, _, tokenizer, _ = built
+    encode = SegmentEncoder(tokenizer)
+    replies = ["move up\n", "move down\n", "move left\n", "move right\n", "move down", "fly\n"]
+    conts = [list(encode(r)) for r in replies]
+    scorer = OracleScorer(maze_oracle, tokenizer)
+    at = {(7, 6): [0.0, 1.0, 0.0, 0.0, -1.0, -1.0],  # just above the goal: down
+          (5, 3): [0.0, 0.0, 0.0, 1.0, -1.0, -1.0],  # the left end of the T's bar: right, toward the stem
+          (1, 1): [0.0, 0.0, 0.0, 1.0, -1.0, -1.0]}  # the top left dead end: right
+    for cell, credit in at.items():
+        assert scorer.scores([[0]], [0] * len(conts), conts, tokenizer.pad_token_id,
+                             [{"start": [1, 1], "position": list(cell)}]) == credit, cell
+    with pytest.raises(ValueError, match="true state"):
+        scorer.scores([[0]], [0], conts[:1], tokenizer.pad_token_id)
+
+
+def test_the_oracle_critic_needs_the_true_state_and_a_task_with_an_oracle(built):
+    _, _, tokenizer, _ = built
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        cfg = typed_config(SweetConfig, compose("train", overrides=["algo=sweet", "algo.critic=oracle"]).algo)
+    assert cfg.validate() == []
+    assert isinstance(oracle_scorer(cfg.task_info, "maze_po", tokenizer), OracleScorer)
+    with pytest.raises(ValueError, match=r"wordle has no oracle.*\['maze_fo', 'maze_po'\]"):
+        oracle_scorer(cfg.task_info, "wordle", tokenizer)
+    problems = dataclasses.replace(cfg, privileged=False).validate()
+    assert any("privileged=false has no meaning" in p for p in problems)
 
 
 def test_group_pg_pins_k_rollouts_per_start_and_gives_each_episode_its_group_advantage(built, tmp_path):
