@@ -258,7 +258,8 @@ class OracleScorer:
     def scores(self, prefixes, owner, conts, pad_id, states=None) -> list[float]:
         if states is None or len(states) != len(prefixes):
             raise ValueError("the oracle critic needs the true state of every prefix")
-        return [self.oracle(states[o], self.tokenizer.decode(c, skip_special_tokens=True)) for o, c in zip(owner, conts)]
+        decode = self.tokenizer.decode
+        return [self.oracle(states[o], decode(c, skip_special_tokens=True)) for o, c in zip(owner, conts)]
 
 
 # The learned critics, built from (critic_dir, bc_dir, beta, engine); `oracle` is built by the actor.
