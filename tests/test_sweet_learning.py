@@ -4,7 +4,8 @@
   privileged critic's best of the four moves is BFS-optimal more often than always playing one move,
   than the critic without `c` and than MC's Q (the reranker's summed Q).
 - Policy: 3 seeds, 25 starts x 16 episodes: SWEET-RL against BC, its `privileged=false` ablation and
-  trajectory DPO; group PG against BC.
+  trajectory DPO; group PG against BC; the actor with the oracle critic (`critic=oracle`) against BC, which
+  separates an actor that cannot use credit from a critic that gives none.
 
 Every number is measured in the test; the margins are the issue's, not yet checked by a pilot run
 (README, Turn-level credit).  Run alone, without pytest's timeout: many hours on a 2-core CPU.
@@ -86,6 +87,8 @@ def test_the_privileged_critic_knows_the_best_move(bc_stage):
 
 METHODS = {
     "sweet": ["algo=sweet"],
+    # the actor with right credit (BFS at the true position): if this fails, the actor is at fault, not the critic
+    "sweet_oracle": ["algo=sweet", "algo.critic=oracle"],
     "sweet_unprivileged": ["algo=sweet", "algo.privileged=false"],
     "trajectory_dpo": ["algo=sweet", "algo.mode=trajectory_dpo"],
     "group_pg": ["algo=group_pg"],
@@ -108,6 +111,7 @@ def test_sweet_beats_bc_and_its_ablations_and_group_pg_beats_bc(bc_stage, tmp_pa
     mean = {name: sum(v) / len(v) for name, v in scores.items()}
     print("normalized score per seed:", {k: [round(x, 1) for x in v] for k, v in scores.items()})
     print("mean over seeds:", {k: round(v, 1) for k, v in mean.items()})
+    assert mean["sweet_oracle"] >= mean["bc"] + SWEET_OVER_BC
     assert mean["sweet"] >= mean["bc"] + SWEET_OVER_BC
     assert mean["sweet"] >= mean["sweet_unprivileged"] + SWEET_OVER_UNPRIVILEGED
     assert mean["sweet"] >= mean["trajectory_dpo"] + SWEET_OVER_TRAJECTORY_DPO
