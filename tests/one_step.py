@@ -20,8 +20,8 @@ ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt
 # The RL algorithms start from the saved tiny model instead of training a BC stage.
 RL = {"mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg"}
 # SWEET-RL's critic replays the dataset's episodes (up to 100 moves) through the task's env.
-# group PG with its KL term on: the device tests then also run its reference model
-ALGO_OVERRIDES = {"sweet": ["task.env.max_steps=100"], "group_pg": ["algo.kl_coef=0.05"]}
+# group PG's KL term is on by default (kl_coef 0.05): the device tests also run its reference model
+ALGO_OVERRIDES = {"sweet": ["task.env.max_steps=100"]}
 SMALL = ["task=maze_fo", "debug=smoke", "smoke.steps=1", "smoke.batch_size=4", "smoke.rounds=1",
          "smoke.episodes_per_round=2", "smoke.max_steps_per_round=1", "smoke.rerank=true",
          "task.env.max_steps=3", "model=tiny", "model.n_layer=1", "model.n_embd=32", "model.n_head=2",

@@ -37,7 +37,7 @@ class GroupPGConfig(OnlineConfig):
     normalize: bool = True
     cliprange: float = 0.2
     # Weight of GRPO's KL(π || π_BC) term in the loss (k3 estimator on the trained tokens; 0 = none).
-    kl_coef: float = 0.0
+    kl_coef: float = 0.05
     # Sequences per no-grad pass when computing old log-probs (memory, not math).
     score_batch_size: int = 64
     # Per task: the reset options that pin a start (and the keys that identify it).
