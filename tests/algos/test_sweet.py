@@ -68,7 +68,10 @@ def test_exact_scores_give_the_plain_loss_and_its_gradient(built):
     torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("flags", [[], ["algo.privileged=false"], ["algo.critic=head"], ["algo.critic=oracle", "algo.task_info.maze_fo.oracle=tests.one_step.length_oracle"],
+ORACLE = ["algo.critic=oracle", "algo.task_info.maze_fo.oracle=tests.one_step.length_oracle"]
+
+
+@pytest.mark.parametrize("flags", [[], ["algo.privileged=false"], ["algo.critic=head"], ORACLE,
                                    ["algo.mode=trajectory_dpo"]])
 def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_path):
     """Each ablation's critic stage, candidates and actor step, with the model on a second (virtual) device:
