@@ -32,9 +32,9 @@ EXPERIMENTS = ROOT / "conf" / "experiment"
 PAPER_TABLE2 = ROOT / "results" / "paper_table2.csv"
 TASKS = ["twenty_questions", "guess", "car_dealer", "maze_fo", "maze_po", "text_nav_fo", "text_nav_po", "wordle",
          "chess", "endgames"]
-ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt"]
+ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg", "prompt"]
 ALGO_TITLES = {"bc": "BC", "filtered_bc": "%BC", "mc": "MC Return", "ilql": "ILQL", "ppo": "PPO",
-               "online_filtered_bc": "Online %BC", "prompt": "Prompted LM"}
+               "online_filtered_bc": "Online %BC", "sweet": "SWEET-RL", "group_pg": "Group PG", "prompt": "Prompted LM"}
 
 
 def read_paper(path: Path = PAPER_TABLE2) -> pd.DataFrame:

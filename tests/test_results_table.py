@@ -312,12 +312,13 @@ def test_report_logs_the_table_as_a_wandb_artifact(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("experiment, model", [("table2_small", "tiny"), ("table2", "gpt2")])
 def test_experiments_plan_every_cell(experiment, model):
-    """Each experiment composes for every algorithm of a task: 6 algorithms x 3 seeds + the prompted one once."""
+    """Each experiment composes for every algorithm of a task: 8 algorithms x 3 seeds + the prompted one once."""
     from launchers.sweep import compose_cfg, plan
 
     sweep = plan(experiment, [], {"task": {"maze_fo"}})
-    assert len(sweep.cells) == 6 * 3 + 1 and len({c.digest for c in sweep.cells}) == len(sweep.cells)
-    assert [c.algo for c in sweep.cells][:6] == ["mc", "bc", "filtered_bc", "ilql", "ppo", "online_filtered_bc"]
+    assert len(sweep.cells) == 8 * 3 + 1 and len({c.digest for c in sweep.cells}) == len(sweep.cells)
+    assert [c.algo for c in sweep.cells][:8] == ["mc", "bc", "filtered_bc", "ilql", "ppo", "online_filtered_bc",
+                                                 "sweet", "group_pg"]
     assert sweep.cells[-1].algo == "prompt"
     cfg = compose_cfg(sweep.cells[1].overrides)
     assert cfg.model.name == model and cfg.records.reuse and cfg.records.dir == f"results/records/{experiment}"

@@ -36,6 +36,8 @@ class GroupPGConfig(OnlineConfig):
     # Divide by the group's standard deviation (GRPO) or only subtract its mean (RLOO-like).
     normalize: bool = True
     cliprange: float = 0.2
+    # A bounded update per round of fresh rollouts (conf/algo/group_pg.yaml: uncapped, PO maze collapses late).
+    max_steps_per_round: int = 16
     # Weight of GRPO's KL(π || π_BC) term in the loss (k3 estimator on the trained tokens; 0 = none).
     kl_coef: float = 0.05
     # Sequences per no-grad pass when computing old log-probs (memory, not math).
