@@ -386,9 +386,10 @@ def assumptions(costs: list[CellCost], args) -> str:
              + ", ".join(sorted({f"{c.task} {c.tokenizer}" for c in costs if c.tokenizer}))
              + " (chars/token: GPT-2's BPE measured on the task's data, for a tokenizer not on this machine)",
              "memory, GB per process at the stage/phase in `at`, a batch padded to the sample's longest sequence: "
-             "state = weights + grads + AdamW (ZeRO-sharded); frozen = ILQL target, PPO reference, the BC policy at "
-             "evaluation, ZeRO-3's rollout replica; activ = 34 B x tokens x width x layers (16-bit activations, "
-             "x2 in fp32); logits = fp32 [B, T, V] tensors; kv = generation's KV cache"]
+             "state = weights + grads + AdamW (ZeRO-sharded); frozen = ILQL target, the reference of PPO, group PG and "
+             "SWEET-RL, the BC policy at evaluation, SWEET-RL's sampler and critics, ZeRO-3's rollout replica; activ = "
+             "34 B x tokens x width x layers (16-bit activations, x2 in fp32); logits = fp32 [B, T, V] tensors; "
+             "kv = generation's KV cache"]
     return "\n".join(textwrap.fill(n, 118, initial_indent="- ", subsequent_indent="  ") for n in notes)
 
 

@@ -288,12 +288,21 @@ def train_steps(items: float, algo: dict) -> int:
     return min(steps, algo["max_steps_per_round"]) if algo.get("max_steps_per_round") else steps
 
 
+def sample_flops(shape: ModelShape, prompt: float, action: float, n: float = 1) -> float:
+    """One prompt prefilled through the body, then `n` turns of `action` tokens decoded from it (the last token of a
+    turn is not fed back); the LM head runs once per generated token."""
+    return 2 * shape.body * (prompt + n * (action - 1)) + 2 * shape.d * shape.vocab * n * action
+
+
 def rollout_flops(shape: ModelShape, data: TaskTokens, episodes: float) -> float:
-    """Sampling `episodes` episodes: each turn prefills its prompt through the body and decodes its action
-    (the last action token is not fed back); the LM head runs once per generated token."""
-    fed = data.per_episode(lambda e: sum(e.prompts) + sum(e.actions) - len(e.actions))
-    generated = data.per_episode(lambda e: sum(e.actions))
-    return episodes * (2 * shape.body * fed + 2 * shape.d * shape.vocab * generated)
+    """Sampling `episodes` episodes: each turn prefills its prompt and decodes its action (`sample_flops`)."""
+    return episodes * data.per_episode(lambda e: sum(sample_flops(shape, p, a) for p, a in zip(e.prompts, e.actions)))
+
+
+def chunked_tokens(lengths: Sequence[int], rows: float, chunk: int, world: int = 1) -> float:
+    """Padded tokens of `rows` sequences run through no-grad passes of at most `chunk` sequences, each process
+    passing its share (world = 1: every process runs all of them)."""
+    return rows * expected_max(lengths, max(1, min(chunk, math.ceil(rows / world))))
 
 
 def round_tokens(data: TaskTokens, algo: dict) -> float:
@@ -311,18 +320,25 @@ def online_phases(shape: ModelShape, hw: Hardware, algo: dict, gen: Generation, 
             "rollout": {**gen.kv(shape, hw, rows), **replica}, "eval": {**gen.kv(shape, hw), **replica}}
 
 
+def scored_rounds(data: TaskTokens, algo: dict, hw: Hardware) -> tuple[int, float, float]:
+    """PPO's and group PG's rounds: (optimizer steps, padded tokens they train, padded tokens of the no-grad scoring
+    passes over every round's sequences, which every process runs whole)."""
+    rounds, score_batch = algo["rounds"], algo.get("score_batch_size", 64)
+    items = algo["episodes_per_round"] * data.per_episode(lambda e: len(e.seqs))
+    steps = rounds * train_steps(items, algo)
+    tokens = steps * step_tokens(data.lengths, min(algo["batch_size"], items), hw.world)
+    return steps, tokens, rounds * chunked_tokens(data.lengths, items, score_batch) * hw.world
+
+
 def ppo_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation) -> Stage:
     """Per round: rollouts; a no-grad scoring pass of policy + value and of the reference over the whole round
     (on every process); `epochs` passes of minibatches through policy + value head (+ a BC batch of offline
     data when `bc_weight` > 0)."""
-    rounds, batch, score_batch = algo["rounds"], algo["batch_size"], algo.get("score_batch_size", 64)
-    items = algo["episodes_per_round"] * data.per_episode(lambda e: len(e.seqs))
-    steps = rounds * train_steps(items, algo)
+    batch, score_batch = algo["batch_size"], algo.get("score_batch_size", 64)
+    steps, tokens, scored = scored_rounds(data, algo, hw)
     trained = shape.lm + shape.v_head
-    tokens = steps * step_tokens(data.lengths, min(batch, items), hw.world)
-    scored = rounds * items * expected_max(data.lengths, min(score_batch, math.ceil(items)))
-    flops = {"rollout": rollout_flops(shape, data, rounds * algo["episodes_per_round"]), "train": 6 * trained * tokens,
-             "score": 2 * trained * scored * hw.world, "reference": 2 * shape.lm * scored * hw.world}
+    flops = {"rollout": rollout_flops(shape, data, algo["rounds"] * algo["episodes_per_round"]),
+             "train": 6 * trained * tokens, "score": 2 * trained * scored, "reference": 2 * shape.lm * scored}
     if algo.get("bc_weight", 0) > 0:
         flops["bc_term"] = 6 * trained * steps * step_tokens(data.lengths, batch, hw.world)
     seq = max(data.lengths)
@@ -331,6 +347,24 @@ def ppo_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen
               "score": {"logits": 3 * score_batch * seq * shape.vocab * FP32}}
     return new_stage("ppo", flops, tokens, shape.params + shape.v_head, hw, phases,
                      frozen=frozen_bytes(shape.params, hw), data=(round_tokens(data, algo), None))
+
+
+def group_pg_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation) -> Stage:
+    """Per round: rollouts; a no-grad pass of the policy (the old log-probs) and, with `kl_coef` > 0, of the frozen
+    BC stage over the whole round (on every process); then minibatches through the LM alone (no value head).  Every
+    episode counts: those at their group's mean, which the trainer leaves out, are not known in advance."""
+    score_batch = algo.get("score_batch_size", 64)
+    _, tokens, scored = scored_rounds(data, algo, hw)
+    kl = algo.get("kl_coef", 0.05) > 0
+    flops = {"rollout": rollout_flops(shape, data, algo["rounds"] * algo["episodes_per_round"]),
+             "train": 6 * shape.lm * tokens, "score": 2 * shape.lm * scored,
+             **({"reference": 2 * shape.lm * scored} if kl else {})}
+    seq = max(data.lengths)
+    # scoring: one model's logits and their fp32 log-softmax at a time (the policy's are freed before the reference's)
+    phases = {**online_phases(shape, hw, algo, gen, seq),
+              "score": {"logits": 2 * score_batch * seq * shape.vocab * FP32}}
+    return new_stage("group_pg", flops, tokens, shape.params, hw, phases,
+                     frozen=frozen_bytes(shape.params, hw) if kl else 0.0, data=(round_tokens(data, algo), None))
 
 
 def online_bc_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation) -> Stage:
@@ -344,10 +378,114 @@ def online_bc_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardwar
                      online_phases(shape, hw, algo, gen, max(kept.lengths)), data=(round_tokens(data, algo), None))
 
 
+def placed_bytes(params: float, hw: Hardware) -> float:
+    """A whole inference copy on each process (`engine.place`): in DeepSpeed's 16-bit dtype, else fp32."""
+    return params * (2 if hw.half else FP32)
+
+
+def pair_stage(name: str, shape: ModelShape, data: TaskTokens, cfg: dict, chunk: int, hw: Hardware, head: bool = False,
+               gen: Generation | None = None) -> Stage:
+    """Bradley-Terry on `steps` x `batch_size` trajectory pairs (lmrl/algos/sweet_data.py `TrajectoryPairs`): SWEET-RL's
+    critic, or the actor of `mode=trajectory_dpo`.  A trajectory is its training sequences (one per action when
+    windowed): `sample_turns` of them (0 = all) forward and backward, with `exact_scores` the others forward in passes
+    of `chunk`; the frozen reference scores each sequence once (cached per process), and the trained rows again with
+    `kl_coef`; the NLL term reuses the trained forward.  `head`: a value head on the trunk (no LM head, no reference).
+    A step's trajectories are taken to be distinct; `c`'s tokens (not in the sample) are left out."""
+    steps, batch, sample = cfg["steps"], cfg["batch_size"], cfg.get("sample_turns", 0)
+    picked = data.per_episode(lambda e: min(len(e.seqs), sample) if sample else len(e.seqs))
+    rows = 2 * batch * picked  # a step's trained sequences
+    rest = 2 * batch * (data.per_episode(lambda e: len(e.seqs)) - picked) if cfg.get("exact_scores") else 0.0
+    fwd = shape.body + shape.v_head if head else shape.lm
+    tokens, seq = steps * step_tokens(data.lengths, rows, hw.world), max(data.lengths)
+    flops = {"train": 6 * fwd * tokens}
+    if rest:
+        flops["rest"] = 2 * fwd * steps * chunked_tokens(data.lengths, rest, chunk, hw.world)
+    phase = train_phase(shape, hw, rows, seq, 0 if head else 2)
+    if not head:
+        share = max(1, min(chunk, math.ceil((rows + rest) / hw.world)))  # a reference pass's sequences
+        scored = min(steps * (rows + rest), hw.world * data.sequences)
+        flops["reference"] = 2 * shape.lm * scored * expected_max(data.lengths, share)
+        # while the step's activations are held: the reference's logits and log-softmax of a pass
+        phase["logits"] += 2 * share * seq * shape.vocab * FP32
+        if cfg.get("kl_coef", 0) > 0:  # the reference's logits of the trained rows, kept for the KL term
+            flops["kl"] = 2 * shape.lm * tokens
+            phase["logits"] += math.ceil(rows / hw.world) * seq * shape.vocab * FP32
+    phases = {"train": phase, **({"eval": gen.kv(shape, hw)} if gen else {})}
+    return new_stage(name, flops, tokens, shape.params + (shape.v_head if head else 0), hw, phases,
+                     frozen=0.0 if head else frozen_bytes(shape.params, hw),
+                     data=(data.tokens, steps * rows / max(data.sequences, 1e-9)))
+
+
+def turns(data: TaskTokens) -> list[tuple[int, int]]:
+    """(rollout prompt, action) tokens of every agent turn in the sample."""
+    return [pa for e in data.sample for pa in zip(e.prompts, e.actions)]
+
+
+def picked_turns(data: TaskTokens, algo: dict) -> float:
+    """The dataset turns SWEET-RL samples candidates at: a `turn_fraction` of them, at most what the actor's steps
+    use (`pick_turns`: pairs_per_turn pairs a turn, a quarter to spare)."""
+    dataset_turns = data.dataset_episodes * data.per_episode(lambda e: len(e.actions))
+    return min(algo["turn_fraction"] * dataset_turns,
+               math.ceil(1.25 * algo["steps"] * algo["batch_size"] / algo["pairs_per_turn"]))
+
+
+def candidates_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation) -> Stage:
+    """SWEET-RL's actor data (lmrl/algos/sweet.py `turn_items`), before the actor is set up; nothing trained.  At a
+    `turn_fraction` of the dataset's turns (at most 1.25 x steps x batch_size / pairs_per_turn), `candidates` turns
+    decoded from one prefill of the sampler's prompt (a placed BC actor), then teacher-forced after the prompt by the
+    critic and its reference (`critic=lm`; `head`: one value model; `oracle`: no model), `score_batch_size` turns
+    a pass, padded to the pass's longest prompt and turn, on every process.  Candidates are taken to be as long as the
+    dataset's turns and all distinct (the trainer scores each distinct one once)."""
+    n, chunk, critic = algo["candidates"], algo.get("score_batch_size", 64), algo.get("critic", "lm")
+    prompts, actions = zip(*turns(data))
+    picked = picked_turns(data, algo)
+    states = max(1, min(chunk, math.ceil(picked)))  # a pass's turns
+    prompt, width, rows = expected_max(prompts, states), expected_max(actions, states * n), states * n
+    flops = {"sample": picked * sample_flops(shape, prompt, width, n) * hw.world}
+    if critic == "lm":  # critic and reference: the prefix through the body (the LM head at its end), the turns whole
+        per_model = 2 * shape.body * prompt + 2 * shape.d * shape.vocab + 2 * shape.lm * n * width
+        flops["critic"] = picked * 2 * per_model * hw.world
+    elif critic == "head":
+        flops["critic"] = picked * 2 * (shape.body + shape.v_head) * (prompt + n * width) * hw.world
+    critics = {"lm": 2 * shape.params, "head": shape.params + shape.v_head}.get(critic, 0)
+    # a pass's KV cache (sampling's, then each critic's in turn); the LM critic's continuation logits [rows, width, V],
+    # their fp32 copy and log-softmax
+    logits = 3 * rows * max(actions) * shape.vocab * FP32 if critic == "lm" else 0.0
+    return new_stage("sweet_candidates", flops, 0.0, 0, hw, {"score": {**gen.kv(shape, hw, rows), "logits": logits}},
+                     frozen=placed_bytes(shape.params + critics, hw))
+
+
+def turn_dpo_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation) -> Stage:
+    """SWEET-RL's actor (`TurnPairs`): `steps` x `batch_size` DPO pairs of (prompt + turn) sequences, forward and
+    backward through the actor and forward through the frozen initial actor; the NLL term reuses the actor's forward.
+    Its data: `pairs_per_turn` pairs of the picked turns (fewer where candidates tie)."""
+    lengths, rows = [p + a for p, a in turns(data)], 2 * algo["batch_size"]
+    tokens = algo["steps"] * step_tokens(lengths, rows, hw.world)
+    pairs = picked_turns(data, algo) * algo["pairs_per_turn"]
+    # the actor's logits and log-softmax kept for backward, the reference's while its log-probs are taken
+    phases = {"train": train_phase(shape, hw, rows, max(lengths), 4), "eval": gen.kv(shape, hw)}
+    return new_stage("sweet", {"train": 6 * shape.lm * tokens, "reference": 2 * shape.lm * tokens}, tokens,
+                     shape.params, hw, phases, frozen=frozen_bytes(shape.params, hw),
+                     data=(pairs * 2 * sum(lengths) / len(lengths), algo["steps"] * algo["batch_size"] / pairs))
+
+
+def sweet_stages(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation) -> list[Stage]:
+    """SWEET-RL: its BC stage; the critic stage unless `critic=oracle` or `critic_from` (one is given); the actor's
+    candidates; the actor.  `mode=trajectory_dpo`: the BC stage, then DPO of the actor on trajectory pairs."""
+    chunk = algo.get("score_batch_size", 64)
+    if algo.get("mode", "turn") == "trajectory_dpo":
+        return with_bc_stage(algo, shape, data, hw, pair_stage("trajectory_dpo", shape, data, algo, chunk, hw, gen=gen))
+    critic = algo.get("critic", "lm")
+    fitted = [] if critic == "oracle" or algo.get("critic_from") else [
+        pair_stage("sweet_critic", shape, data, algo["critic_stage"], chunk, hw, head=critic == "head")]
+    return with_bc_stage(algo, shape, data, hw, *fitted, candidates_stage(shape, data, algo, hw, gen),
+                         turn_dpo_stage(shape, data, algo, hw, gen))
+
+
 # -- a cell ------------------------------------------------------------------------------------------
-def with_bc_stage(algo: dict, shape: ModelShape, data: TaskTokens, hw: Hardware, stage: Stage) -> list[Stage]:
+def with_bc_stage(algo: dict, shape: ModelShape, data: TaskTokens, hw: Hardware, *stages: Stage) -> list[Stage]:
     """An RL run trains (or reuses) its BC stage first, unless it starts from `init_from`."""
-    return [stage] if algo.get("init_from") else [bc_stage(shape, data, algo["bc"], hw, name="bc_stage"), stage]
+    return [*stages] if algo.get("init_from") else [bc_stage(shape, data, algo["bc"], hw, name="bc_stage"), *stages]
 
 
 LAYOUTS: dict[str, Callable[..., list[Stage]]] = {
@@ -362,6 +500,9 @@ LAYOUTS: dict[str, Callable[..., list[Stage]]] = {
         algo, shape, data, hw, ppo_stage(shape, data, algo, hw, gen)),
     "OnlineFilteredBCTrainer": lambda shape, data, algo, hw, gen: with_bc_stage(
         algo, shape, data, hw, online_bc_stage(shape, data, algo, hw, gen)),
+    "GroupPGTrainer": lambda shape, data, algo, hw, gen: with_bc_stage(
+        algo, shape, data, hw, group_pg_stage(shape, data, algo, hw, gen)),
+    "SweetTrainer": sweet_stages,
     # the prompted baseline trains nothing
     "PromptTrainer": lambda shape, data, algo, hw, gen: [],
 }

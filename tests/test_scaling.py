@@ -87,11 +87,19 @@ def test_ilql_cell_by_hand():
     assert scaling.peak_stage([bc, ilql]) is ilql and sum(ilql.memory.values()) == pytest.approx(8_648_712_380)
 
 
+# Two online rounds of 4 episodes from a given BC checkpoint, minibatches of 4, scoring passes of 8.
+ROUNDS = {"rounds": 2, "episodes_per_round": 4, "batch_size": 4, "epochs": 1, "max_steps_per_round": 0,
+          "score_batch_size": 8, "bc_weight": 0.0, "kl_coef": 0.05, "init_from": "a/bc/checkpoint"}
+
+
+def online_stage(trainer: str, hw: Hardware = ZERO2_FP32, **changes) -> scaling.Stage:
+    """The one stage of an online cell on windowed_sample's data (ROUNDS with `changes`)."""
+    [stage] = scaling.stages(trainer, GPT2, windowed_sample(), {**ROUNDS, **changes}, hw, Generation(8, 30, 10))
+    return stage
+
+
 def test_ppo_rounds_by_hand():
-    data = windowed_sample()
-    algo = {"rounds": 2, "episodes_per_round": 4, "batch_size": 4, "epochs": 1, "max_steps_per_round": 0,
-            "score_batch_size": 8, "bc_weight": 0.0, "init_from": "a/bc/checkpoint"}
-    [ppo] = scaling.stages("PPOTrainer", GPT2, data, algo, ZERO2_FP32, Generation(8, 30, 10))
+    ppo = online_stage("PPOTrainer")
     # a round: 4 episodes x 2 sequences = 8; 2 steps of 4 -> 4 steps x 4 x 50 = 800 trained tokens; 2 x 8 x 50 scored
     assert ppo.tokens == 800
     # rollouts: per episode the body takes (30 + 30) prompt + (5 + 5) action - 2 last tokens = 68 tokens, the head 10
@@ -102,8 +110,105 @@ def test_ppo_rounds_by_hand():
                                        "score": 198_791_579_200, "reference": 197_845_401_600})
     assert ppo.data_tokens == 2 * 4 * 100 and ppo.epochs is None
     # every process scores the whole round: 8 processes score 8x
-    [wide] = scaling.stages("PPOTrainer", GPT2, data, algo, Hardware(True, 2, "fp32", 8), Generation(8, 30, 10))
+    wide = online_stage("PPOTrainer", Hardware(True, 2, "fp32", 8))
     assert wide.flops["score"] == pytest.approx(8 * ppo.flops["score"])
+
+
+def test_group_pg_rounds_by_hand():
+    group = online_stage("GroupPGTrainer")
+    # PPO's rounds (test_ppo_rounds_by_hand): 800 trained tokens, 2 x 8 x 50 scored, the same rollouts; the LM alone
+    # (123,653,376) trains and scores: train 6 x 123,653,376 x 800; score and reference 2 x 123,653,376 x 800
+    assert group.tokens == 800
+    assert group.flops == pytest.approx({"rollout": 98_716_508_160, "train": 593_536_204_800,
+                                         "score": 197_845_401_600, "reference": 197_845_401_600})
+    # the policy's state (no value head: 124,439,808 x 16 B) beside the frozen BC stage (x 4 B)
+    assert group.static["weights"] == 124_439_808 * 4 and group.static["frozen"] == 124_439_808 * 4
+    # without the KL term no reference runs or waits on the device
+    plain = online_stage("GroupPGTrainer", kl_coef=0.0)
+    assert "reference" not in plain.flops and "frozen" not in plain.static
+    assert plain.flops["train"] == group.flops["train"]
+
+
+def test_group_pg_step_cap():
+    # 16 episodes x 2 sequences = 32 a round: 8 steps of 4 uncapped; a cap below that trains fewer steps
+    cost = {cap: online_stage("GroupPGTrainer", episodes_per_round=16, max_steps_per_round=cap)
+            for cap in (1, 2, 4, 8, 16, 0)}
+    train = [cost[cap].flops["train"] for cap in (1, 2, 4, 8)]
+    assert train == pytest.approx([6 * GPT2.lm * 2 * cap * 4 * 50 for cap in (1, 2, 4, 8)])
+    assert cost[16].flops["train"] == cost[0].flops["train"] == train[-1]  # at or past 8 steps: the whole round
+    # the cap bounds the update only: every round's sequences are still scored
+    assert len({c.flops["score"] for c in cost.values()}) == 1
+
+
+def sweet_algo(**changes) -> dict:
+    """SWEET-RL on windowed_sample's 2,000 turns: 10 actor steps of 2 pairs, 4 candidates a turn (2 pairs kept), half
+    the turns; the critic 5 steps of 2 trajectory pairs, one turn of each trajectory with gradients."""
+    algo = {"mode": "turn", "critic": "lm", "critic_from": None, "steps": 10, "batch_size": 2, "candidates": 4,
+            "pairs_per_turn": 2, "turn_fraction": 0.5, "sample_turns": 1, "exact_scores": False,
+            "score_batch_size": 8, "init_from": None, "bc": {"steps": 600, "batch_size": 64},
+            "critic_stage": {"steps": 5, "batch_size": 2, "sample_turns": 1, "exact_scores": False, "kl_coef": 0.0}}
+    return {**algo, **changes}
+
+
+def sweet_cell(**changes) -> dict[str, scaling.Stage]:
+    cell = scaling.stages("SweetTrainer", GPT2, windowed_sample(), sweet_algo(**changes), ZERO2_FP32,
+                          Generation(8, 30, 10))
+    return {s.name: s for s in cell}
+
+
+def test_sweet_cell_by_hand():
+    stages = sweet_cell()
+    assert list(stages) == ["bc_stage", "sweet_critic", "sweet_candidates", "sweet"]
+    critic, candidates, actor = stages["sweet_critic"], stages["sweet_candidates"], stages["sweet"]
+    # critic: 2 pairs x 2 trajectories x 1 sampled turn = 4 sequences of 50 a step: 5 x 4 x 50 = 1,000 tokens through
+    # the critic LM (6 x 123,653,376 x 1,000); the reference scores those 20 sequences once (2 x 123,653,376 x 1,000)
+    assert critic.tokens == 1000 and critic.epochs == pytest.approx(20 / 2000)
+    assert critic.flops == pytest.approx({"train": 741_920_256_000, "reference": 247_306_752_000})
+    # candidates at min(half of 2,000 turns, ceil(1.25 x 10 x 2 / 2) = 13) turns, 8 a pass: a prompt of 30, 4 turns of 5
+    #   sampling: 2 x 85,056,000 x (30 + 4 x 4) + 2 x 768 x 50,257 x 4 x 5 = 9,369,047,040 a turn, x 13
+    #   critic and reference: 2 x (2 x 85,056,000 x 30 + 2 x 768 x 50,257 + 2 x 123,653,376 x 4 x 5) a turn, x 13
+    assert candidates.tokens == 0
+    assert candidates.flops == pytest.approx({"sample": 121_797_611_520, "critic": 263_293_934_592})
+    # the sampler, the critic and its reference placed whole (fp32): 3 x 124,439,808 x 4 B; a pass of 32 rows:
+    # KV 2 x 12 x 32 x (30 + 10) x 768 x 4 B, continuation logits 3 x 32 x 5 x 50,257 x 4 B
+    assert candidates.memory == pytest.approx({"weights": 0, "grads": 0, "optimizer": 0, "frozen": 1_493_277_696,
+                                               "kv_cache": 94_371_840, "logits": 96_493_440})
+    # actor: 10 steps x 2 pairs x 2 sequences of 30 + 5 = 1,400 tokens through the actor and its reference
+    assert actor.tokens == 1400
+    assert actor.flops == pytest.approx({"train": 1_038_688_358_400, "reference": 346_229_452_800})
+    # its data: 13 turns x 2 pairs x 2 sequences of 35 tokens, 20 of the 26 pairs used
+    assert actor.data_tokens == 1820 and actor.epochs == pytest.approx(20 / 26)
+
+
+def test_sweet_stages_follow_the_critic_and_the_start():
+    full = sweet_cell()
+    # the oracle critic: no critic stage, no critic model scores or waits beside the sampler
+    oracle = sweet_cell(critic="oracle")
+    assert list(oracle) == ["bc_stage", "sweet_candidates", "sweet"]
+    assert "critic" not in oracle["sweet_candidates"].flops
+    assert oracle["sweet_candidates"].static["frozen"] == 124_439_808 * 4
+    # a given critic is not trained, but still scores the candidates
+    given = sweet_cell(critic_from="a/critic")
+    assert "sweet_critic" not in given and given["sweet_candidates"].flops == full["sweet_candidates"].flops
+    # the value-head critic: trunk + V head, no LM head, no reference
+    head = sweet_cell(critic="head")["sweet_critic"]
+    assert head.flops == pytest.approx({"train": 6 * (GPT2.body + GPT2.v_head) * 1000}) and "frozen" not in head.static
+    # init_from: the BC stage is not trained
+    assert list(sweet_cell(init_from="a/bc/checkpoint")) == ["sweet_critic", "sweet_candidates", "sweet"]
+
+
+def test_trajectory_dpo_by_hand():
+    stages = sweet_cell(mode="trajectory_dpo", exact_scores=True)
+    assert list(stages) == ["bc_stage", "trajectory_dpo"]  # no critic, no candidates
+    dpo = stages["trajectory_dpo"]
+    # 10 steps x 2 pairs x 2 trajectories: 1 sampled turn each with gradients (4 x 50 tokens a step), the other one
+    # forward (exact scores); the reference scores both once: 10 x 8 sequences of 50
+    assert dpo.tokens == 2000
+    assert dpo.flops == pytest.approx({"train": 6 * GPT2.lm * 2000, "rest": 2 * GPT2.lm * 2000,
+                                       "reference": 2 * GPT2.lm * 4000})
+    # the reference's cache: a sequence is scored once, at most the dataset's 2,000
+    long = sweet_cell(mode="trajectory_dpo", exact_scores=True, steps=1000)["trajectory_dpo"]
+    assert long.flops["reference"] == pytest.approx(2 * GPT2.lm * 2000 * 50)
 
 
 def test_zero_sharding_and_precision():
@@ -181,6 +286,17 @@ def test_dry_run_prints_costs_and_caches_the_sample(tmp_path, monkeypatch, capsy
     # a second dry run reads the cached statistics: no dataset sample is made again
     monkeypatch.setattr(sizing, "sample_episodes", lambda *a: pytest.fail("the sample was not cached"))
     assert run_dry(capsys, args) == out
+
+
+def test_dry_run_costs_the_turn_level_methods(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LMRL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = run_dry(capsys, ["experiment=table2_small", f"records.dir={tmp_path}", "task.data.recipe.episodes=30",
+                           "--dry-run", "--plan-sample", "12", "--only", "task=maze_po", "algo=sweet,group_pg",
+                           "seed=0"])
+    rows = {ln.split()[1]: ln.split() for ln in out.splitlines() if ln.startswith("maze_po ")}
+    assert set(rows) == {"sweet", "group_pg"} and "no cost layout" not in out
+    assert all(float(r[7]) > 0 for r in rows.values())  # PFLOP
 
 
 def test_totals_count_a_shared_bc_stage_once(tmp_path, monkeypatch):
