@@ -161,7 +161,9 @@ def wide(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     for algo in table.columns:
         sub = ok[ok["algo"] == algo]
         stale = int((sub["stale"] != "").sum())
-        summary[algo] = (f"{sub['normalized_mean'].median():.1f} ({sub['paper'].median():.1f}), {len(sub)} tasks"
+        paper_median = sub["paper"].median()  # NaN for a method the paper does not have
+        summary[algo] = (f"{sub['normalized_mean'].median():.1f}"
+                         + ("" if math.isnan(paper_median) else f" ({paper_median:.1f})") + f", {len(sub)} tasks"
                          + (f" ({stale} stale)" if stale else "") if len(sub) else "—")
     table.loc["median over tasks with a score"] = summary
     table.index = [paper.at[t, "paper_task"] if t in paper.index else t for t in table.index]
