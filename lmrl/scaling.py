@@ -355,7 +355,7 @@ def group_pg_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware
     episode counts: those at their group's mean, which the trainer leaves out, are not known in advance."""
     score_batch = algo.get("score_batch_size", 64)
     _, tokens, scored = scored_rounds(data, algo, hw)
-    kl = algo.get("kl_coef", 0.05) > 0
+    kl = algo["kl_coef"] > 0  # always in the resolved config: its default lives there alone
     flops = {"rollout": rollout_flops(shape, data, algo["rounds"] * algo["episodes_per_round"]),
              "train": 6 * shape.lm * tokens, "score": 2 * shape.lm * scored,
              **({"reference": 2 * shape.lm * scored} if kl else {})}
