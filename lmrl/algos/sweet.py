@@ -86,6 +86,9 @@ class SweetConfig(OptimFields):
         problems += [f"task_info.{t}: {p}" for t, info in self.task_info.items() for p in info.validate()]
         if self.mode not in MODES or self.critic not in CRITICS:
             problems.append(f"mode must be one of {MODES} and critic one of {CRITICS} (got {self.mode}, {self.critic})")
+        if self.critic_stage.normalize != "none" and self.critic != "lm":
+            problems.append(f"critic_stage.normalize={self.critic_stage.normalize} normalizes the LM critic's "
+                            f"log-probs: critic=lm only (got critic={self.critic})")
         if self.critic == "oracle" and not self.privileged:
             problems.append("critic=oracle reads the true state: privileged=false has no meaning for it")
         if self.batch_tokens is not None:

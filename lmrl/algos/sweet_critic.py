@@ -41,6 +41,8 @@ from lmrl.tracking import StageLogger
 
 log = logging.getLogger(__name__)
 AGGREGATES = ("sum", "mean")
+# A turn's score as is, or normalized over the task's fixed moves (`task.actions`, the maze's four).
+NORMALIZE = ("none", "actions")
 
 
 @dataclass
@@ -64,6 +66,9 @@ class CriticConfig(OptimFields):
     pairs: int | None = None
     # Within a task: `best` attempt vs each lower one (the original), or `all` attempts vs each lower one.
     pairing: str = "best"
+    # none: A from the LM's log-ratio as is; actions: each turn's log-probs normalized over the task's moves
+    # (the reply and every one of `task.actions`), so the critic cannot lower every move at once (see README).
+    normalize: str = "none"
     log_every: int = 25
 
     def validate(self) -> list[str]:
@@ -78,6 +83,8 @@ class CriticConfig(OptimFields):
             problems.append(f"aggregate must be one of {AGGREGATES} (got {self.aggregate})")
         if self.pairing not in PAIRINGS:
             problems.append(f"pairing must be one of {PAIRINGS} (got {self.pairing})")
+        if self.normalize not in NORMALIZE:
+            problems.append(f"normalize must be one of {NORMALIZE} (got {self.normalize})")
         return problems
 
 
@@ -102,7 +109,8 @@ def setup_offline(trainer, model: torch.nn.Module, items) -> None:
 
 def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_context: bool, rule, n_pairs: int,
                      sample_turns: int, exact: bool, chunk: int, seed: int, nll_coef: float = 0.0,
-                     aggregate: str = "sum", kl_coef: float = 0.0, pairing: str = "best") -> TrajectoryPairs:
+                     aggregate: str = "sum", kl_coef: float = 0.0, pairing: str = "best",
+                     normalize: str = "none") -> TrajectoryPairs:
     """The dataset's trajectory pairs (`n_pairs` drawn at random), each trajectory tokenized with its `c`."""
     returns, keys = [], []  # one streaming pass: the episodes themselves are not kept
     for ep in task.episodes():
@@ -120,7 +128,18 @@ def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_cont
     log.info("%s: %d trajectory pairs over %d trajectories (%d sequences)", task.name, len(pairs), len(used),
              len(source))
     return TrajectoryPairs(source, source.offsets, [(local[a], local[b]) for a, b in pairs], rule, sample_turns, exact,
-                           chunk, tokenizer.pad_token_id, seed, nll_coef, aggregate, kl_coef)
+                           chunk, tokenizer.pad_token_id, seed, nll_coef, aggregate, kl_coef,
+                           task_moves(task, tokenizer) if normalize == "actions" else None)
+
+
+def task_moves(task, tokenizer) -> list[list[int]]:
+    """The token ids of the task's fixed moves (`task.actions`), as its turns are encoded."""
+    actions = task.cfg.get("actions")
+    if not actions:
+        raise ValueError(f"{task.name}: critic_stage.normalize=actions needs a task with a fixed action list "
+                         "(task.actions: the maze's); this one has none, use normalize=none")
+    encode = SegmentEncoder(tokenizer)
+    return [list(encode(a)) for a in actions]
 
 
 def balanced(pairs: list[tuple[int, int]], tasks: list, n: int, rng: random.Random) -> list[tuple[int, int]]:
@@ -175,7 +194,7 @@ class CriticStage(PairTrainer):
         items = trajectory_items(task, info, tokenizer, self.max_length, privileged, rule,
                                  cfg.pairs or cfg.steps * cfg.batch_size, cfg.sample_turns, cfg.exact_scores, chunk,
                                  seed, aggregate=cfg.aggregate, kl_coef=0.0 if head else cfg.kl_coef,
-                                 pairing=cfg.pairing)
+                                 pairing=cfg.pairing, normalize=cfg.normalize)
         setup_offline(self, ValueModel(lm, 0, True) if head else lm, items)
         self.reference = engine.prepare_frozen(load_lm(bc_dir)) if rule.uses_reference else None
 

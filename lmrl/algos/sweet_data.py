@@ -9,7 +9,10 @@
   NLL on the chosen side) are both this.  A windowed task's trajectory is many sequences (PO maze:
   up to 101 of ~300 tokens), too many to differentiate on a CPU: `sample_turns` of them carry the
   gradient, scaled by n / k.  With `exact` the others are scored without gradients, so the loss sees
-  the exact score; without it the score is the same unbiased n / k estimate (far cheaper).
+  the exact score; without it the score is the same unbiased n / k estimate (far cheaper).  With
+  `alternatives` (a task's fixed moves; one turn a sequence) each turn's score is normalized over the
+  moves playable there: each turn's prefix runs once, its KV cache repeated for every move
+  (`move_options`, `option_logprobs`).
 - `TurnPairs`: DPO on (prompt, chosen turn, rejected turn) triples, plus NLL on the chosen turn.
 """
 
@@ -24,12 +27,14 @@ import torch
 from lmrl.algos.bc import hash_seed
 from lmrl.algos.ppo import token_logprobs
 from lmrl.algos.turn_losses import (
-    bradley_terry_loss, dpo_loss, exact_value, group_sums, mean_nll, reverse_kl, sequence_logprob_sums, sum_scale,
-    turn_ends, turn_means, turn_starts, turn_sums,
+    bradley_terry_loss, dpo_loss, exact_value, group_sums, log_softmax_by_group, mean_nll, reverse_kl, sequence_logprob_sums,
+    sum_scale, turn_ends, turn_means, turn_starts, turn_sums,
 )
 from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, decision_points, episode_to_sequences
 from lmrl.envs.base import Episode
+from lmrl.rollout.candidates import continuation_logprobs, select_rows
+from lmrl.rollout.sampler import left_pad
 
 
 def context_sequences(episode: Episode, contexts: list[str] | None, encode: SegmentEncoder, window: int | None,
@@ -78,6 +83,64 @@ class TrajectorySource:
 
     def __iter__(self):
         return (s for t in range(len(self.episodes)) for s in self.trajectory(t))
+
+
+def split_turn(seq: TokenSequence) -> tuple[np.ndarray, np.ndarray]:
+    """(the tokens before the sequence's one agent turn, the turn), the turn at the sequence's end."""
+    decide = np.flatnonzero(seq.action_mask)
+    start = int(decide[0]) if len(decide) else len(seq)
+    if len(decide) == 0 or len(decide) != len(seq) - start:
+        raise ValueError("normalizing over a task's moves needs one agent turn at the end of each sequence "
+                         "(a windowed task, one move a sequence)")
+    return seq.input_ids[:start], seq.input_ids[start:]
+
+
+def with_turn(seq: TokenSequence, turn: np.ndarray) -> TokenSequence:
+    """`seq` with its turn replaced by the tokens `turn`."""
+    prefix, _ = split_turn(seq)
+    return TokenSequence(np.concatenate([prefix, turn]).astype(np.int32),
+                         np.concatenate([np.zeros(len(prefix), bool), np.ones(len(turn), bool)]),
+                         np.zeros(len(prefix) + len(turn), np.float32), seq.done)
+
+
+def move_options(seqs: Sequence[TokenSequence], moves: Sequence[np.ndarray], pad_id: int) -> dict:
+    """Each sequence's prefix (left-padded: its last token in the last column) and its options: every one of
+    `moves` and the sequence's own turn when it is none of them (right-padded), with each option's prefix
+    (`owner`) and the option that was played (`taken`, one per sequence)."""
+    prefixes, options, owner, taken = [], [], [], []
+    for r, seq in enumerate(seqs):
+        prefix, turn = split_turn(seq)
+        prefixes.append(prefix.tolist())
+        played = next((k for k, m in enumerate(moves) if np.array_equal(m, turn)), None)
+        row_moves = list(moves) if played is not None else [*moves, turn]
+        taken.append(len(options) + (played if played is not None else len(moves)))
+        options += [m.tolist() for m in row_moves]
+        owner += [r] * len(row_moves)
+    ids, attn = left_pad(prefixes, pad_id)
+    width = max(len(o) for o in options)
+    opt_ids = torch.full((len(options), width), pad_id, dtype=torch.long)
+    opt_mask = torch.zeros((len(options), width), dtype=torch.long)
+    for k, o in enumerate(options):
+        opt_ids[k, : len(o)] = torch.as_tensor(o, dtype=torch.long)
+        opt_mask[k, : len(o)] = 1
+    return {"input_ids": ids, "attention_mask": attn, "options": opt_ids, "options_mask": opt_mask,
+            "owner": torch.tensor(owner, dtype=torch.long), "taken": torch.tensor(taken, dtype=torch.long)}
+
+
+def option_logprobs(forward, batch: dict) -> torch.Tensor:
+    """log p of every option token [n_options, width] (0 at padding): each prefix runs once (with gradients when
+    `forward` has them), its KV cache repeated for its options."""
+    attn = batch["attention_mask"]
+    positions = (attn.cumsum(-1) - 1).clamp(min=0)
+    out = forward(input_ids=batch["input_ids"], attention_mask=attn, position_ids=positions, use_cache=True,
+                  logits_to_keep=1)
+    owner, ids, mask = batch["owner"], batch["options"], batch["options_mask"]
+    past = select_rows(out.past_key_values, owner)
+    steps = (positions[:, -1] + 1).index_select(0, owner)[:, None] + torch.arange(ids.shape[1], device=ids.device)
+    cont = forward(input_ids=ids, attention_mask=torch.cat([attn.index_select(0, owner), mask], dim=-1),
+                   position_ids=steps, past_key_values=past, use_cache=True)
+    logp = continuation_logprobs(out.logits[:, -1].index_select(0, owner), cont.logits, ids)
+    return logp * mask
 
 
 def count_turns(seq: TokenSequence) -> int:
@@ -132,8 +195,10 @@ class TrajectoryPairs:
 
     def __init__(self, seqs: TrajectorySource, traj_offsets: Sequence[int], pairs: Sequence[tuple[int, int]], rule,
                  sample_turns: int, exact: bool, chunk: int, pad_id: int, seed: int, nll_coef: float = 0.0,
-                 aggregate: str = "sum", kl_coef: float = 0.0):
+                 aggregate: str = "sum", kl_coef: float = 0.0, alternatives: Sequence[np.ndarray] | None = None):
         self.seqs, self.traj_offsets, self.pairs, self.rule = seqs, np.asarray(traj_offsets), list(pairs), rule
+        # A task's fixed moves: each turn's score is normalized over them (None: the raw per-turn score).
+        self.alternatives = None if alternatives is None else [np.asarray(a, dtype=np.int32) for a in alternatives]
         self.sample_turns, self.exact, self.chunk, self.pad_id = sample_turns, exact, chunk, pad_id
         self.aggregate = aggregate  # a trajectory's score: the sum of its turns' scores, or their mean
         self.kl_coef = kl_coef  # x KL(model || reference) at the sampled turns' tokens (log-ratio rules only)
@@ -169,9 +234,9 @@ class TrajectoryPairs:
         everything = grad + rest
         missing = [i for _, i in everything if self.rule.uses_reference and not self.ref_known[i]]
         self.ref_known[missing] = True
-        chunks = lambda rows: [collate([self.seqs[i] for i in rows[a : a + self.chunk]], self.pad_id)  # noqa: E731
+        chunks = lambda rows: [self.rows([self.seqs[i] for i in rows[a : a + self.chunk]])  # noqa: E731
                                for a in range(0, len(rows), self.chunk)]
-        return {"grad": collate([self.seqs[i] for _, i in grad], self.pad_id), "rest": chunks([i for _, i in rest]),
+        return {"grad": self.rows([self.seqs[i] for _, i in grad]), "rest": chunks([i for _, i in rest]),
                 "ref": chunks(missing), "ref_ids": torch.tensor(missing, dtype=torch.long),
                 "grad_traj": torch.tensor([k for k, _ in grad]), "grad_scale": torch.tensor(grad_scale),
                 "all_ids": torch.tensor([i for _, i in everything], dtype=torch.long),
@@ -181,6 +246,24 @@ class TrajectoryPairs:
                 "rejected": torch.tensor([local[self.pairs[j][1]] for j in pair_ids]),
                 "num_tokens": sum(len(self.seqs[i]) for _, i in everything)}
 
+    def rows(self, seqs: list[TokenSequence]) -> dict:
+        """A batch of sequences; with `alternatives`, also their prefixes and every move playable at their turn."""
+        batch = collate(seqs, self.pad_id)
+        if self.alternatives is not None:
+            batch["moves"] = move_options(seqs, self.alternatives, self.pad_id)
+        return batch
+
+    def scores(self, forward, rows: dict, out=None) -> torch.Tensor:
+        """The rule's score of every row of a `rows` batch (its forward output `out` if already run); with
+        `alternatives`, the turn's score normalized over the moves playable there (prefix run once)."""
+        if self.alternatives is None:
+            out = forward(input_ids=rows["input_ids"], attention_mask=rows["attention_mask"]) if out is None else out
+            return self.rule.sequence_scores(out, rows)
+        moves = rows["moves"]
+        logp, mask = option_logprobs(forward, moves), moves["options_mask"]
+        per_option = logp.sum(1) / (mask.sum(1) if self.rule.per_turn == "mean" else 1)
+        return log_softmax_by_group(per_option, moves["owner"], moves["taken"].shape[0])[moves["taken"]]
+
     def reference_scores(self, reference, batch: dict) -> torch.Tensor:
         """The reference's score of every sequence in the batch (computed once per sequence, then cached)."""
         ids = batch["all_ids"]
@@ -188,18 +271,18 @@ class TrajectoryPairs:
             self.ref_table = torch.full((len(self.seqs),), float("nan"), device=ids.device)
         with torch.no_grad():
             for chunk, chunk_ids in zip(batch["ref"], batch["ref_ids"].split(self.chunk)):
-                out = reference(input_ids=chunk["input_ids"], attention_mask=chunk["attention_mask"])
-                self.ref_table.index_copy_(0, chunk_ids, self.rule.sequence_scores(out, chunk).float())
+                self.ref_table.index_copy_(0, chunk_ids, self.scores(reference, chunk).float())
         return self.ref_table[ids]
 
     def loss(self, forward, reference, batch: dict) -> tuple[torch.Tensor, dict]:
         """BT on the pairs' trajectory scores (+ nll_coef x NLL of the chosen trajectories' sampled turns)."""
         g = batch["grad"]
-        out = forward(input_ids=g["input_ids"], attention_mask=g["attention_mask"])
-        grad_scores = self.rule.sequence_scores(out, g)  # [n_grad], differentiable
+        # with `alternatives` the turns are scored from their prefixes; NLL and KL need the whole rows' output
+        needs_rows = self.alternatives is None or self.nll_coef or self.kl_coef
+        out = forward(input_ids=g["input_ids"], attention_mask=g["attention_mask"]) if needs_rows else None
+        grad_scores = self.scores(forward, g, out)  # [n_grad], differentiable
         with torch.no_grad():
-            rest = [self.rule.sequence_scores(forward(input_ids=c["input_ids"], attention_mask=c["attention_mask"]), c)
-                    for c in batch["rest"]]
+            rest = [self.scores(forward, c) for c in batch["rest"]]
         scores = torch.cat([grad_scores.detach(), *rest])  # in `all_ids` order
         if self.rule.uses_reference:
             scores = scores - self.reference_scores(reference, batch)

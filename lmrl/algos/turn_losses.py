@@ -65,6 +65,20 @@ def group_sums(values: Tensor, group: Tensor, n_groups: int) -> Tensor:
     return torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add(0, group, values)
 
 
+def group_logsumexp(values: Tensor, group: Tensor, n_groups: int) -> Tensor:
+    """log Σ exp(values) by `group` [n] (long, every group 0..n_groups-1 non-empty) -> [n_groups], stable."""
+    top = torch.full((n_groups,), float("-inf"), dtype=values.dtype, device=values.device)
+    top = top.scatter_reduce(0, group, values.detach(), reduce="amax")
+    return top + group_sums((values - top[group]).exp(), group, n_groups).log()
+
+
+def log_softmax_by_group(scores: Tensor, group: Tensor, n_groups: int) -> Tensor:
+    """Each score minus the log-sum-exp of its group's (`group` [n], long): a softmax over each group, e.g. the
+    moves playable at one turn.  A constant added to every score of a group changes nothing, so a critic cannot
+    raise or lower every move of a turn at once.  -> [n]."""
+    return scores - group_logsumexp(scores, group, n_groups)[group]
+
+
 def exact_value(exact: Tensor, estimate: Tensor) -> Tensor:
     """A tensor whose value is `exact` and whose gradient is `estimate`'s.  A trajectory score summed over
     every turn without gradients, with the gradient of a scaled sum over a sample of its turns: the loss

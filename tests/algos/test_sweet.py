@@ -4,17 +4,18 @@ end to end on PO maze and Wordle."""
 import dataclasses
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from lmrl.algos.base import typed_config
+from lmrl.algos.base import ConfigError, typed_config
 from lmrl.algos.ppo import Scored
 from lmrl.algos.privileged import maze_oracle
 from lmrl.algos.sweet import SweetConfig, oracle_scorer
-from lmrl.algos.sweet_critic import OracleScorer
-from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, context_sequences
+from lmrl.algos.sweet_critic import OracleScorer, task_moves
+from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, context_sequences, with_turn
 from lmrl.algos.turn_losses import bradley_terry_loss
 from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import SegmentEncoder, collate
@@ -24,7 +25,8 @@ from tests.e2e import ROOT, run_cli
 from tests.one_step import built, one_step_and_turn, weights  # noqa: F401 (fixture)
 
 
-def pairs_over(task, tokenizer, model, sample_turns: int, exact: bool) -> tuple[TrajectoryPairs, torch.nn.Module]:
+def pairs_over(task, tokenizer, model, sample_turns: int, exact: bool,
+               alternatives=None) -> tuple[TrajectoryPairs, torch.nn.Module]:
     """Two pairs over three of the task's episodes (windowed maze FO: one sequence per move)."""
     episodes = list(task.episodes())[:3]
     encode, offsets, seqs = SegmentEncoder(tokenizer), [0], []
@@ -32,7 +34,7 @@ def pairs_over(task, tokenizer, model, sample_turns: int, exact: bool) -> tuple[
         part = context_sequences(ep, None, encode, task.history_window, 128)
         seqs, offsets = seqs + part, offsets + [offsets[-1] + len(part)]
     items = TrajectoryPairs(PackedSequences.build(seqs), offsets, [(0, 1), (0, 2)], LogRatio(0.5, "mean"),
-                            sample_turns, exact, 16, tokenizer.pad_token_id, seed=0)
+                            sample_turns, exact, 16, tokenizer.pad_token_id, seed=0, alternatives=alternatives)
     return items, model
 
 
@@ -68,11 +70,65 @@ def test_exact_scores_give_the_plain_loss_and_its_gradient(built):
     torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
 
 
+def test_a_critic_normalized_over_the_moves_scores_each_turn_against_all_four(built):
+    """`critic_stage.normalize=actions`: a turn's score is its mean log-prob's softmax over the maze's four moves
+    (and the reply itself when it is none of them), computed here the plain way: each move's sequence scored
+    alone."""
+    task, model, tokenizer, _ = built
+    torch.manual_seed(0)
+    reference = type(model)(model.config).eval()
+    moves = task_moves(task, tokenizer)
+    assert len(moves) == 4
+    items, _ = pairs_over(task, tokenizer, model, sample_turns=0, exact=True, alternatives=moves)
+    batch = items.collate([0, 1], step=0)
+    counts = torch.bincount(batch["grad"]["moves"]["owner"], minlength=batch["grad"]["input_ids"].shape[0])
+    assert set(counts.tolist()) <= {4, 5} and 4 in counts.tolist()  # a recorded move is one of the four
+    loss, _ = items.loss(lambda **b: model(**b), lambda **b: reference(**b), batch)
+
+    rule, traj = LogRatio(1.0, "mean"), []
+    for t in range(3):
+        total = torch.zeros(())
+        for i in range(items.traj_offsets[t], items.traj_offsets[t + 1]):
+            seq = items.seqs[i]
+            taken = seq.input_ids[int(seq.action_mask.nonzero()[0][0]):].tolist()
+            options = moves + ([taken] if taken not in moves else [])
+            rows = collate([with_turn(seq, torch.tensor(m).numpy()) for m in options], items.pad_id)
+            inputs = {"input_ids": rows["input_ids"], "attention_mask": rows["attention_mask"]}
+            k = options.index(taken)
+            for lm, sign in ((model, 1.0), (reference, -1.0)):
+                total = total + sign * 0.5 * torch.log_softmax(rule.sequence_scores(lm(**inputs), rows), 0)[k]
+        traj.append(total)
+    plain = bradley_terry_loss(torch.stack([traj[0], traj[0]]), torch.stack([traj[1], traj[2]]))[0]
+    assert loss.item() == pytest.approx(plain.item(), rel=1e-4)
+    # and its gradient: through the prefix's repeated KV cache as through each move's own sequence
+    grads = []
+    for value in (loss, plain):
+        model.zero_grad()
+        value.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+
+
+def test_normalizing_over_moves_needs_a_task_with_moves_and_the_lm_critic(built):
+    _, _, tokenizer, _ = built
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        cfg = compose("train", overrides=["task=wordle", "algo=sweet", "algo.critic_stage.normalize=actions"])
+        head = compose("train", overrides=["algo=sweet", "algo.critic=head", "algo.critic_stage.normalize=actions"])
+        bad = compose("train", overrides=["algo=sweet", "algo.critic_stage.normalize=moves"])
+    with pytest.raises(ConfigError, match="critic=lm only"):
+        typed_config(SweetConfig, head.algo)
+    with pytest.raises(ConfigError, match=r"normalize must be one of \('none', 'actions'\) \(got moves\)"):
+        typed_config(SweetConfig, bad.algo)
+    wordle = SimpleNamespace(name="wordle", cfg=cfg.task)
+    with pytest.raises(ValueError, match="wordle: critic_stage.normalize=actions needs a task with a fixed action"):
+        task_moves(wordle, tokenizer)
+
+
 ORACLE = ["algo.critic=oracle", "algo.task_info.maze_fo.oracle=tests.one_step.length_oracle"]
 
 
 @pytest.mark.parametrize("flags", [[], ["algo.privileged=false"], ["algo.critic=head"], ORACLE,
-                                   ["algo.mode=trajectory_dpo"]])
+                                   ["algo.mode=trajectory_dpo"], ["algo.critic_stage.normalize=actions"]])
 def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_path):
     """Each ablation's critic stage, candidates and actor step, with the model on a second (virtual) device:
     no op mixes devices (tests/test_devices.py runs the default variant the same way)."""

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from lmrl.algos.turn_losses import (
-    bradley_terry_loss, candidate_pairs, dpo_loss, exact_value, group_advantages, group_sums, mean_nll,
-    ratio_advantages, reverse_kl, sequence_logprob_sums, sum_scale, trajectory_pairs, turn_ends, turn_index, turn_means,
+    bradley_terry_loss, candidate_pairs, dpo_loss, exact_value, group_advantages, group_logsumexp, group_sums, mean_nll,
+    log_softmax_by_group, ratio_advantages, reverse_kl, sequence_logprob_sums, sum_scale, trajectory_pairs, turn_ends, turn_index, turn_means,
     turn_starts, turn_sums,
 )
 
@@ -64,6 +64,24 @@ def test_exact_value_carries_the_estimates_gradient():
     y.backward()
     assert x.grad.item() == 3.0
     assert sum_scale(10, 4) == 2.5 and sum_scale(3, 3) == 1.0
+
+
+def test_scores_normalized_over_the_playable_moves_by_hand():
+    """Turn 0's moves scored -1, -2, -3; turn 1's -0.5, -0.5 (scores interleaved, `group` says whose)."""
+    scores, group = torch.tensor([-1.0, -0.5, -2.0, -0.5, -3.0]), torch.tensor([0, 1, 0, 1, 0])
+    z = math.log(math.exp(-1) + math.exp(-2) + math.exp(-3))
+    expected = torch.tensor([-1.0 - z, math.log(0.5), -2.0 - z, math.log(0.5), -3.0 - z])
+    torch.testing.assert_close(log_softmax_by_group(scores, group, 2), expected)
+    # a constant added to every move of one turn (a critic lowering every move at once) changes nothing
+    shift = torch.tensor([-7.0, 3.0])
+    torch.testing.assert_close(log_softmax_by_group(scores + shift[group], group, 2), expected)
+    # stable far from 0, and a softmax's gradient: d log p(move 0) / d score_j = [j = 0] - p(j), within its turn
+    torch.testing.assert_close(group_logsumexp(torch.tensor([1000.0, 1000.0]), torch.tensor([0, 0]), 1),
+                               torch.tensor([1000.0 + math.log(2)]))
+    scores.requires_grad_()
+    log_softmax_by_group(scores, group, 2)[0].backward()
+    p = torch.softmax(torch.tensor([-1.0, -2.0, -3.0]), 0)
+    torch.testing.assert_close(scores.grad, torch.tensor([1 - p[0].item(), 0.0, -p[1].item(), 0.0, -p[2].item()]))
 
 
 def test_reverse_kl_by_hand():
