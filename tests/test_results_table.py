@@ -222,12 +222,11 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
     # PO Text-Nav re-ran whole (its prompted cell too), every cell on all of its seeds
     row = next(line for line in md.splitlines() if line.startswith("| PO Text-Nav |"))
     assert "[stale: " not in row and "seeds]" not in row
-    # PO maze: its eight trained columns current (group PG on 2 of its 3 seeds); only the prompted cell keeps an
-    # older record
+    # PO maze: its eight trained columns current, each on its 3 seeds; only the prompted cell keeps an older record
     row = next(line for line in md.splitlines() if line.startswith("| PO Maze |"))
     cells = [c.strip() for c in row.strip(" |").split("|")][1:]
     assert ["[stale: " in c for c in cells] == [False] * 8 + [True]
-    assert ["seeds]" in c for c in cells] == [False] * 7 + [True, False] and "[2/3 seeds]" in cells[7]
+    assert not any("seeds]" in c or "not run" in c for c in cells)
 
 
 def run_sweep(args, cache, timeout=900):
