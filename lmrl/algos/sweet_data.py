@@ -34,7 +34,7 @@ from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, decision_points, episode_to_sequences
 from lmrl.envs.base import Episode
 from lmrl.rollout.candidates import continuation_logprobs, select_rows
-from lmrl.rollout.sampler import left_pad
+from lmrl.rollout.sampler import left_pad, right_pad
 
 
 def context_sequences(episode: Episode, contexts: list[str] | None, encode: SegmentEncoder, window: int | None,
@@ -95,14 +95,6 @@ def split_turn(seq: TokenSequence) -> tuple[np.ndarray, np.ndarray]:
     return seq.input_ids[:start], seq.input_ids[start:]
 
 
-def with_turn(seq: TokenSequence, turn: np.ndarray) -> TokenSequence:
-    """`seq` with its turn replaced by the tokens `turn`."""
-    prefix, _ = split_turn(seq)
-    return TokenSequence(np.concatenate([prefix, turn]).astype(np.int32),
-                         np.concatenate([np.zeros(len(prefix), bool), np.ones(len(turn), bool)]),
-                         np.zeros(len(prefix) + len(turn), np.float32), seq.done)
-
-
 def move_options(seqs: Sequence[TokenSequence], moves: Sequence[np.ndarray], pad_id: int) -> dict:
     """Each sequence's prefix (left-padded: its last token in the last column) and its options: every one of
     `moves` and the sequence's own turn when it is none of them (right-padded), with each option's prefix
@@ -117,12 +109,7 @@ def move_options(seqs: Sequence[TokenSequence], moves: Sequence[np.ndarray], pad
         options += [m.tolist() for m in row_moves]
         owner += [r] * len(row_moves)
     ids, attn = left_pad(prefixes, pad_id)
-    width = max(len(o) for o in options)
-    opt_ids = torch.full((len(options), width), pad_id, dtype=torch.long)
-    opt_mask = torch.zeros((len(options), width), dtype=torch.long)
-    for k, o in enumerate(options):
-        opt_ids[k, : len(o)] = torch.as_tensor(o, dtype=torch.long)
-        opt_mask[k, : len(o)] = 1
+    opt_ids, opt_mask = right_pad(options, pad_id)
     return {"input_ids": ids, "attention_mask": attn, "options": opt_ids, "options_mask": opt_mask,
             "owner": torch.tensor(owner, dtype=torch.long), "taken": torch.tensor(taken, dtype=torch.long)}
 

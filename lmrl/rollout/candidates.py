@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from lmrl.rollout.sampler import Prefilled, decode, prefill
+from lmrl.rollout.sampler import Prefilled, decode, prefill, right_pad
 
 
 def select_rows(past, index: torch.Tensor):
@@ -52,13 +52,9 @@ def continue_prefixes(model: torch.nn.Module, prefixes: Sequence[Sequence[int]],
     state = prefill(model, prefixes, pad_id)
     device = state.attn.device
     rows = repeat_prefilled(state, torch.as_tensor(list(owner), dtype=torch.long, device=device))
-    width = max(len(c) for c in continuations)
-    ids = torch.full((len(continuations), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(continuations), width), dtype=torch.long)
-    for r, c in enumerate(continuations):
-        ids[r, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
-        mask[r, : len(c)] = 1
+    ids, mask = right_pad(continuations, pad_id)
     ids, mask = ids.to(device), mask.to(device)
+    width = ids.shape[1]
     positions = rows.next_pos[:, None] + torch.arange(width, device=device)[None]
     out = model(input_ids=ids, attention_mask=torch.cat([rows.attn, mask], dim=-1), position_ids=positions,
                 past_key_values=rows.past, use_cache=True)

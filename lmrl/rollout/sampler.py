@@ -38,6 +38,17 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tenso
     return ids, attn
 
 
+def right_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows padded on the right -> (ids [R, max len], mask [R, max len])."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for k, r in enumerate(rows):
+        ids[k, : len(r)] = torch.as_tensor(list(r), dtype=torch.long)
+        mask[k, : len(r)] = 1
+    return ids, mask
+
+
 def pick(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
     """Sample from softmax(logits / T); T = 0 is greedy."""
     if temperature == 0:

@@ -6,6 +6,7 @@ import json
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -15,10 +16,10 @@ from lmrl.algos.ppo import Scored
 from lmrl.algos.privileged import maze_oracle
 from lmrl.algos.sweet import SweetConfig, oracle_scorer
 from lmrl.algos.sweet_critic import OracleScorer, task_moves
-from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, context_sequences, with_turn
+from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, context_sequences, split_turn
 from lmrl.algos.turn_losses import bradley_terry_loss
 from lmrl.data.packed import PackedSequences
-from lmrl.data.tokenize import SegmentEncoder, collate
+from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate
 from lmrl.dist import TorchEngine
 from tests.device_check import DEVICE, device_check, report
 from tests.e2e import ROOT, run_cli
@@ -69,6 +70,14 @@ def test_exact_scores_give_the_plain_loss_and_its_gradient(built):
         grads.append(torch.cat([p.grad.flatten() for p in trained.parameters() if p.grad is not None]))
     # fp32 sums in another order (threads, batching): a few elements differ by ~3e-5; 1e-4 of the largest is the bar
     torch.testing.assert_close(grads[0], grads[1], atol=1e-4 * grads[1].abs().max().item(), rtol=1e-3)
+
+
+def with_turn(seq: TokenSequence, turn: np.ndarray) -> TokenSequence:
+    """(test helper) `seq` with its turn replaced by the tokens `turn`."""
+    prefix, _ = split_turn(seq)
+    return TokenSequence(np.concatenate([prefix, turn]).astype(np.int32),
+                         np.concatenate([np.zeros(len(prefix), bool), np.ones(len(turn), bool)]),
+                         np.zeros(len(prefix) + len(turn), np.float32), seq.done)
 
 
 def test_a_critic_normalized_over_the_moves_scores_each_turn_against_all_four(built):
