@@ -27,7 +27,7 @@ from lmrl.algos.base import ConfigError, build_trainer
 from lmrl.checkpoint import Checkpointer
 from lmrl.dist import barrier, broadcast_object, init_distributed, is_main, main_first, shutdown, world_size
 from lmrl.evaluation import evaluate_policies, load_policies, write_run
-from lmrl.records import config_hash, find_record, make_record, write_record
+from lmrl.records import HASH_FREE, config_hash, find_record, make_record, without_cache_dirs, write_record
 from lmrl.task import Task
 from lmrl.tracking import NullLogger, RunLog
 from lmrl.utils import seed_everything, summary_line
@@ -35,9 +35,6 @@ from lmrl.utils import seed_everything, summary_line
 log = logging.getLogger(__name__)
 
 # Config keys that may differ between a run and its resumption.
-RESUME_FREE = ("resume", "hydra", "logger", "checkpoint")
-
-
 def run_name(cfg: DictConfig) -> str:
     return f"{cfg.task.name}__{cfg.algo.name}__{cfg.seed}__{datetime.now():%Y%m%d-%H%M%S}"
 
@@ -70,14 +67,21 @@ def resolve_run_dir(cfg: DictConfig, hydra_dir: Path) -> tuple[Path, bool]:
 
 
 def check_same_config(run_dir: Path, cfg: DictConfig) -> None:
+    """Refuse to resume a run whose saved config computes something else.  Same rule as the records: keys that
+    do not change the result (HASH_FREE: where things are written, logging, the sweep's timeout ...; cache
+    paths; an option added later at its neutral value) may differ, e.g. a sweep re-launched with a longer
+    `sweep.timeout_min` resumes its killed cells instead of failing them."""
     saved_path = run_dir / "config.yaml"
     if not saved_path.exists():
         return
     saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
     now = OmegaConf.to_container(cfg, resolve=True)
-    diff = sorted(k for k in set(saved) | set(now) if k not in RESUME_FREE and saved.get(k) != now.get(k))
-    if diff:
-        raise ConfigError(f"cannot resume {run_dir}: its config differs in {diff} (resume with the same overrides)")
+    if config_hash(saved) == config_hash(now):
+        return
+    saved, now = without_cache_dirs(saved), without_cache_dirs(now)
+    diff = sorted(k for k in set(saved) | set(now) if k not in HASH_FREE and saved.get(k) != now.get(k))
+    raise ConfigError(f"cannot resume {run_dir}: its config differs in {diff} "
+                      "(resume with the same overrides)")
 
 
 def checkpointer_for(cfg: DictConfig, run_dir: Path) -> Checkpointer:

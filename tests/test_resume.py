@@ -12,11 +12,14 @@ import time
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from lmrl.algos.base import ConfigError
 from lmrl.algos.bc import check_finite
 from lmrl.checkpoint import Checkpointer
 from lmrl.dist import OptimConfig, TorchEngine, topology
 from lmrl.tracking import read_log
+from lmrl.train import check_same_config
 from tests.e2e import ROOT, cli_command, cli_env, run_cli
 
 STEPS, EVERY = 40, 10
@@ -77,6 +80,19 @@ def test_resume_true_finds_the_unfinished_run_and_refuses_other_configs(tmp_path
     assert resumed["run_dir"] == str(parent / "a") and resumed["resumed_from_step"] >= EVERY
     with pytest.raises(AssertionError, match="no unfinished run"):  # a finished run is not resumed again
         run_cli("lmrl.train", [*overrides("bc"), "resume=true"], parent / "d", cache)
+
+
+def test_resume_ignores_keys_that_do_not_change_the_run(tmp_path):
+    """A sweep re-launched with a longer `sweep.timeout_min` (or another cache, logger, records dir) resumes its
+    killed cells; a change to what the run computes is refused, naming the key."""
+    saved = OmegaConf.create({"seed": 0, "algo": {"lr": 1e-3}, "task": {"cache_dir": "/a"},
+                              "sweep": {"timeout_min": 60}, "records": {"dir": "r1"}, "logger": {"_target_": "x"}})
+    OmegaConf.save(saved, tmp_path / "config.yaml")
+    later = OmegaConf.merge(saved, {"task": {"cache_dir": "/b"}, "sweep": {"timeout_min": 120},
+                                    "records": {"dir": "r2"}, "logger": {"_target_": "y"}})
+    check_same_config(tmp_path, later)
+    with pytest.raises(ConfigError, match=r"differs in \['algo'\]"):
+        check_same_config(tmp_path, OmegaConf.merge(later, {"algo": {"lr": 0.5}}))
 
 
 def tiny_engine() -> TorchEngine:
