@@ -41,6 +41,9 @@ SWEET_OVER_BC, SWEET_OVER_UNPRIVILEGED, SWEET_OVER_TRAJECTORY_DPO, GROUP_PG_OVER
 TIMEOUT = 4 * 3600
 # The policy test's CLI runs on this hardware config (e.g. gpu); the critic test runs in this process, on the CPU.
 HARDWARE = [f"hardware={os.environ['LMRL_TEST_HARDWARE']}"] if os.environ.get("LMRL_TEST_HARDWARE") else []
+# Extra overrides for the critic probe's two SWEET critics (the README's probe table varies these), e.g.
+# LMRL_CRITIC_OVERRIDES="algo.critic_stage.normalize=actions algo.critic_stage.pairing=all".
+CRITIC_OVERRIDES = os.environ.get("LMRL_CRITIC_OVERRIDES", "").split()
 
 
 @pytest.fixture(scope="module")
@@ -60,14 +63,14 @@ def composed(*overrides: str):
 @pytest.mark.slow
 def test_the_privileged_critic_knows_the_best_move(bc_stage):
     checkpoint, cache = bc_stage
-    cfg = composed("algo=sweet", f"algo.init_from={checkpoint}")
+    cfg = composed("algo=sweet", f"algo.init_from={checkpoint}", *CRITIC_OVERRIDES)
     task, engine = Task(cfg.task, cache), TorchEngine(device="cpu")
     model, tokenizer = instantiate(cfg.model, corpus=task.texts)
     info = task_info_for(typed_config(SweetConfig, cfg.algo).task_info, task.name)
     states = turn_probe.maze_states(task.heldout_episodes(200), info, task.make_env, per_cell=20)
     actions, agreement = list(task.cfg.actions), {}
     for name, privileged in (("privileged", True), ("unprivileged", False)):
-        sweet = typed_config(SweetConfig, composed("algo=sweet", f"algo.init_from={checkpoint}",
+        sweet = typed_config(SweetConfig, composed("algo=sweet", f"algo.init_from={checkpoint}", *CRITIC_OVERRIDES,
                                                    f"algo.privileged={str(privileged).lower()}").algo)
         critic = critic_checkpoint(sweet, task, engine, tokenizer, NullLogger(), 0, checkpoint)
         scorer = SCORERS[sweet.critic](critic, checkpoint, sweet.critic_stage.beta, engine)
