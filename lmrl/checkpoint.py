@@ -6,7 +6,8 @@ A checkpoint is a directory `<run>/checkpoints/step_<N>/` holding
 - frozen models that change during training (ILQL's Polyak target) as `<name>.pt`,
 - each process's RNG streams (`rng_rank<r>.pt`),
 - `trainer_state.json`: the step (for offline trainers also the data position: batch order
-  is a pure function of seed and step), online trainers' per-round history, the W&B run id.
+  is a pure function of seed and step), online trainers' per-round history, the W&B run id, and
+  the run's wall time so far (a resumed run's record counts its earlier attempts).
 `checkpoints/latest` names the newest complete one; it is replaced atomically only after
 every file is written, so a run killed while saving falls back to the previous checkpoint.
 The last `keep` checkpoints are kept.
@@ -19,6 +20,7 @@ import logging
 import os
 import random
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -46,10 +48,19 @@ def set_rng_state(state: dict) -> None:
 
 
 class Checkpointer:
-    def __init__(self, directory: str | os.PathLike, every: int, keep: int = 2):
+    def __init__(self, directory: str | os.PathLike, every: int, keep: int = 2, started: float | None = None):
         if every < 0 or keep < 1:
             raise ValueError(f"checkpoint every must be >= 0 and keep >= 1 (got {every}, {keep})")
         self.directory, self.every, self.keep = Path(directory), every, keep
+        # The run's wall time: this attempt's since `started` (a perf_counter value; default now), plus what the
+        # attempts before it had spent up to the checkpoint it resumed from, so a resumed run reports all of it.
+        self.started = time.perf_counter() if started is None else started
+        self.earlier_seconds = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds of wall time of this run over all its attempts (an attempt's time after its last checkpoint
+        is lost with it)."""
+        return self.earlier_seconds + time.perf_counter() - self.started
 
     def due(self, step: int) -> bool:
         """Whether to checkpoint after `step` completed steps (or rounds)."""
@@ -77,7 +88,8 @@ class Checkpointer:
         torch.save(rng_state(), path / f"rng_rank{rank()}.pt")
         barrier()
         if is_main():
-            (path / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=1))
+            (path / "trainer_state.json").write_text(json.dumps({**state, "step": step,
+                                                                 "wall_seconds": round(self.elapsed(), 2)}, indent=1))
             atomic_write_text(self.directory / "latest", path.name)
             self.prune()
             log.info("checkpoint %s", path)
@@ -102,5 +114,6 @@ class Checkpointer:
         if rng.exists():
             set_rng_state(torch.load(rng, weights_only=False))
         state = json.loads((path / "trainer_state.json").read_text())
+        self.earlier_seconds = float(state.pop("wall_seconds", 0.0))
         log.info("resumed from %s (step %d)", path, state["step"])
         return state

@@ -84,9 +84,9 @@ def check_same_config(run_dir: Path, cfg: DictConfig) -> None:
                       "(resume with the same overrides)")
 
 
-def checkpointer_for(cfg: DictConfig, run_dir: Path) -> Checkpointer:
+def checkpointer_for(cfg: DictConfig, run_dir: Path, started: float | None = None) -> Checkpointer:
     every = cfg.checkpoint.every_rounds if "rounds" in cfg.algo else cfg.checkpoint.every_steps
-    return Checkpointer(run_dir / "checkpoints", every, cfg.checkpoint.keep)
+    return Checkpointer(run_dir / "checkpoints", every, cfg.checkpoint.keep, started)
 
 
 def build_logger(cfg: DictConfig, run_dir: Path, checkpointer: Checkpointer):
@@ -146,7 +146,7 @@ def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     model, tokenizer = instantiate(cfg.model, corpus=task.texts)
     counts = parameter_counts(model)
     engine = instantiate(cfg.hardware.engine)
-    checkpointer = checkpointer_for(cfg, run_dir)
+    checkpointer = checkpointer_for(cfg, run_dir, start)
     logger = build_logger(cfg, run_dir, checkpointer)
     logger.log(counts, step=None)
     trainer = build_trainer(cfg.algo, task=task, engine=engine, model=model, tokenizer=tokenizer, logger=logger,
@@ -169,7 +169,7 @@ def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     logger.finish()
     metrics = {"task": task.name, "algo": cfg.algo.name, "model": cfg.model.name, "hardware": cfg.hardware.name,
                "world_size": world, "seed": cfg.seed, **metrics, **train_metrics, **counts,
-               "wall_seconds": time.perf_counter() - start, "run_dir": str(run_dir)}
+               "wall_seconds": checkpointer.elapsed(), "run_dir": str(run_dir)}
     write_run(run_dir, cfg, metrics)
     if cfg.records.dir:
         write_record(cfg.records.dir, make_record(metrics, digest, metrics["wall_seconds"]))

@@ -127,6 +127,21 @@ def test_checkpointer_round_trip_pointer_pruning_and_rng(tmp_path):
     assert all(torch.allclose(a, b) for a, b in zip(engine.model.parameters(), fresh.model.parameters()))
 
 
+def test_a_resumed_run_counts_the_wall_time_of_its_earlier_attempts(tmp_path):
+    """The record of a run killed and resumed reports its whole wall time (up to the last checkpoint of the
+    killed attempt, plus the resumed one), not only the last attempt's: the sweep's hours add up."""
+    engine = tiny_engine()
+    first = Checkpointer(tmp_path, every=1, started=time.perf_counter() - 100.0)  # an attempt 100 s along
+    first.save(1, engine, {"note": 1})
+    again = Checkpointer(tmp_path, every=1)
+    assert again.elapsed() < 100.0
+    assert again.restore(tiny_engine()) == {"note": 1, "step": 1}  # the time is the checkpointer's, not the trainer's
+    assert 100.0 <= again.elapsed() < 200.0
+    again.save(2, engine, {})
+    assert Checkpointer(tmp_path, every=1).restore(tiny_engine()) == {"step": 2}
+    assert json.loads((tmp_path / "step_00000002" / "trainer_state.json").read_text())["wall_seconds"] >= 100.0
+
+
 def test_a_checkpoint_is_valid_only_once_complete(tmp_path):
     engine, ckpt = tiny_engine(), Checkpointer(tmp_path, every=1)
     ckpt.save(1, engine, {})
