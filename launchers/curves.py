@@ -123,7 +123,8 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
         if log_x:
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
-        if key == "train_loss":
+        losses = [float(r[key]) for r in offline if key == "train_loss" and r.get(key) not in (None, "")]
+        if loss_scale(losses) == "log":
             ax.set_yscale("log")
             ax.yaxis.set_minor_formatter(NullFormatter())
     if online:
@@ -140,6 +141,12 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def loss_scale(losses: list[float]) -> str:
+    """A log axis for a loss that falls by a decade or more; within one decade a log axis has no labelled tick
+    in range (the endgames' losses, 1.12-1.23, showed none), so it stays linear."""
+    return "log" if losses and min(losses) > 0 and max(losses) >= 10 * min(losses) else "linear"
 
 
 def groups(rows: list[dict]) -> dict[tuple[str, int], list[dict]]:

@@ -48,3 +48,12 @@ def test_a_tagged_variant_has_its_own_runs_and_merges_into_a_study(tmp_path, mon
     assert rows == [("ilql", "20"), ("ilql (long)", "10")]
     assert curves.run_dir(out, "maze_fo", "ilql", 0, "long").name == "ilql-long__s0"
     assert (out / "study.png").stat().st_size > 10_000 and not (out / "maze_fo.csv").exists()
+
+
+def test_the_loss_axis_is_logarithmic_only_over_a_decade_or_more():
+    from launchers.curves import loss_scale
+
+    assert loss_scale([3.1, 0.9, 0.2]) == "log"
+    assert loss_scale([1.23, 1.16, 1.12]) == "linear"  # a log axis would show no labelled tick here
+    assert loss_scale([]) == "linear" and loss_scale([0.0, 1.0]) == "linear"
+
