@@ -123,7 +123,7 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
         if log_x:
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
-        losses = [float(r[key]) for r in offline if key == "train_loss" and r.get(key) not in (None, "")]
+        losses = [float(r[key]) for r in offline if r.get(key) not in (None, "")] if key == "train_loss" else []
         if loss_scale(losses) == "log":
             ax.set_yscale("log")
             ax.yaxis.set_minor_formatter(NullFormatter())

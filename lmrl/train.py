@@ -34,7 +34,7 @@ from lmrl.utils import seed_everything, summary_line
 
 log = logging.getLogger(__name__)
 
-# Config keys that may differ between a run and its resumption.
+
 def run_name(cfg: DictConfig) -> str:
     return f"{cfg.task.name}__{cfg.algo.name}__{cfg.seed}__{datetime.now():%Y%m%d-%H%M%S}"
 
@@ -80,8 +80,7 @@ def check_same_config(run_dir: Path, cfg: DictConfig) -> None:
         return
     saved, now = without_cache_dirs(saved), without_cache_dirs(now)
     diff = sorted(k for k in set(saved) | set(now) if k not in HASH_FREE and saved.get(k) != now.get(k))
-    raise ConfigError(f"cannot resume {run_dir}: its config differs in {diff} "
-                      "(resume with the same overrides)")
+    raise ConfigError(f"cannot resume {run_dir}: its config differs in {diff} (resume with the same overrides)")
 
 
 def checkpointer_for(cfg: DictConfig, run_dir: Path, started: float | None = None) -> Checkpointer:
