@@ -38,6 +38,11 @@ def config_hash(node) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+# Recipe options that change how a dataset is made, never what it holds (the chess and endgames generators
+# give the same episodes for any `workers`: tests/data_gen/test_chess_gen.py): left out of the cache key.
+OUTPUT_NEUTRAL = ("workers",)
+
+
 def recipe_key(recipe) -> str:
     """Cache key of a dataset recipe: its config, plus the source of the generator's module and of
     every `lmrl.envs` / `data_gen` module and task data file it uses, so editing a generator, an
@@ -46,7 +51,8 @@ def recipe_key(recipe) -> str:
     digest = hashlib.sha256()
     for path in generator_sources(module):
         digest.update(path.read_bytes())
-    return f"{config_hash(recipe)}-{digest.hexdigest()[:8]}"
+    content = {k: v for k, v in OmegaConf.to_container(recipe, resolve=True).items() if k not in OUTPUT_NEUTRAL}
+    return f"{config_hash(OmegaConf.create(content))}-{digest.hexdigest()[:8]}"
 
 
 def generator_sources(module) -> list[Path]:
