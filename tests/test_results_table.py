@@ -219,12 +219,15 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
         row = next(line for line in md.splitlines() if line.startswith(f"| {task} |"))
         assert "issue 19" not in row and row.count("[stale: older configuration") == 1
         assert row.rstrip(" |").endswith("[stale: older configuration, not re-run yet]")
-    # PO Text-Nav re-ran whole (its prompted cell too), the paper's columns and group PG (column 8) on all of their
-    # seeds; SWEET-RL (column 7) on seed 0 so far
+    # PO Text-Nav re-ran whole (its prompted cell too): every column, SWEET-RL and group PG included, on all seeds
     row = next(line for line in md.splitlines() if line.startswith("| PO Text-Nav |"))
     cells = [c.strip() for c in row.strip(" |").split("|")][1:]
-    assert "[stale: " not in row and not any("seeds]" in c or "not run" in c for c in cells[:6] + cells[7:])
-    assert cells[6] == "not run yet" or cells[6].endswith("seeds]")
+    assert len(cells) == 9 and "[stale: " not in row
+    assert not any("seeds]" in c or "not run" in c or "failed" in c for c in cells)
+    # Endgames BC: its curve's budget on all 3 seeds; the RL columns keep older records
+    row = next(line for line in md.splitlines() if line.startswith("| Endgames |"))
+    bc = row.split("|")[2]
+    assert "[stale" not in bc and "seeds]" not in bc and "failed" not in bc
     # Car Dealer BC: its curve's budget on all 3 seeds; the other columns keep older records
     row = next(line for line in md.splitlines() if line.startswith("| Car Dealer |"))
     bc = row.split("|")[2]
