@@ -32,12 +32,6 @@ log = logging.getLogger(__name__)
 HELDOUT = 1_000_003
 
 
-def config_hash(node) -> str:
-    """A short stable hash of a config node (resolved, keys sorted)."""
-    blob = json.dumps(OmegaConf.to_container(node, resolve=True), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
 # Recipe options that change how a dataset is made, never what it holds (the chess and endgames generators
 # give the same episodes for any `workers`: tests/data_gen/test_chess_gen.py): left out of the cache key.
 OUTPUT_NEUTRAL = ("workers",)
@@ -52,7 +46,8 @@ def recipe_key(recipe) -> str:
     for path in generator_sources(module):
         digest.update(path.read_bytes())
     content = {k: v for k, v in OmegaConf.to_container(recipe, resolve=True).items() if k not in OUTPUT_NEUTRAL}
-    return f"{config_hash(OmegaConf.create(content))}-{digest.hexdigest()[:8]}"
+    config = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{config}-{digest.hexdigest()[:8]}"
 
 
 def generator_sources(module) -> list[Path]:

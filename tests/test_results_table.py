@@ -384,6 +384,7 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     assert (got["bc"].algo.steps, got["bc"].algo.batch_size, got["bc"].task.data.recipe.episodes) == (2700, 32, 19000)
     assert (got["mc"].algo.steps, got["mc"].algo.batch_size, got["mc"].task.data.recipe.episodes) == (80, 16, 5000)
     # Endgames BC: 9600 x 32 on 5k endgames (its curve: the loss breaks after 2.4 epochs); its MC keeps the table's
+    # budget
     sweep = plan("table2_small", [], {"task": {"endgames"}, "algo": {"bc", "mc"}, "seed": {"0"}})
     got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
     assert (got["bc"].algo.steps, got["bc"].task.data.recipe.episodes) == (9600, 5000)
