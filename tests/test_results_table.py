@@ -384,21 +384,22 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     assert (got["bc"].algo.steps, got["bc"].algo.batch_size, got["bc"].task.data.recipe.episodes) == (2700, 32, 19000)
     assert (got["mc"].algo.steps, got["mc"].algo.batch_size, got["mc"].task.data.recipe.episodes) == (80, 16, 5000)
     # Endgames: every cell on 5k endgames; BC 9600 x 32 (its curve: the loss breaks after 2.4 epochs), filtered BC
-    # the same; MC and ILQL 300 x 32 at beta 4 on that BC stage; PPO from it with the table's rounds
+    # the same; MC 300 x 32 and ILQL 900 x 32 at beta 4 on that BC stage; PPO from it with the table's rounds
     sweep = plan("table2_small", [], {"task": {"endgames"}, "seed": {"0"},
                                       "algo": {"bc", "filtered_bc", "mc", "ilql", "ppo"}})
     got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
     assert {cfg.task.data.recipe.episodes for cfg in got.values()} == {5000}
     assert (got["bc"].algo.steps, got["filtered_bc"].algo.steps) == (9600, 9600)
-    for algo in ("mc", "ilql"):
+    for algo, steps in (("mc", 300), ("ilql", 900)):
         value = got[algo].algo
-        assert (value.steps, value.batch_size, value.beta, value.bc.steps, value.bc.batch_size) == (300, 32, 4, 9600, 32)
+        assert (value.steps, value.batch_size, value.beta, value.bc.steps, value.bc.batch_size) == (steps, 32, 4, 9600, 32)
     assert got["ilql"].algo.td_lambda == 0.9
     assert (got["ppo"].algo.rounds, got["ppo"].algo.bc.steps) == (3, 9600)
-    # The tasks whose cells keep the table's defaults
-    sweep = plan("table2_small", [], {"task": {"chess"}, "algo": {"mc"}, "seed": {"0"}})
-    chess = sweep.configs[sweep.cells[0].name]
-    assert (chess.algo.steps, chess.algo.bc.steps, chess.task.data.recipe.episodes) == (150, 150, 500)
+    # Chess: BC 4800 x 32 on the default 500 games (its curve); its MC keeps the table's budget
+    sweep = plan("table2_small", [], {"task": {"chess"}, "algo": {"bc", "mc"}, "seed": {"0"}})
+    got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
+    assert (got["bc"].algo.steps, got["bc"].algo.batch_size, got["bc"].task.data.recipe.episodes) == (4800, 32, 500)
+    assert (got["mc"].algo.steps, got["mc"].algo.bc.steps, got["mc"].task.data.recipe.episodes) == (150, 150, 500)
 
 
 def test_unknown_experiment_lists_the_valid_ones():
