@@ -5,6 +5,7 @@ one-node cluster (marker `slurm`, `make test-slurm`): a 2-task srun ZeRO-2 run, 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,8 +60,6 @@ def test_an_sbatch_script_is_one_process(slurm_env):
 
 
 def test_threads_are_the_task_share_of_its_cores(slurm_env):
-    import os
-
     cores = len(os.sched_getaffinity(0))
     assert local_processes() == 2 and default_threads() == max(1, cores // 2)  # 2 tasks share the node
     slurm_env.setenv("SLURM_CPUS_PER_TASK", "1")
@@ -121,7 +120,9 @@ def test_srun_tasks_see_their_rank_master_and_threads(cluster, tmp_path):
     assert [r[0] for r in rows] == [[0, 2, 0], [1, 2, 1]] and rows[0][1] == rows[1][1]
     assert all(r[2] == r[3] == 1 for r in rows)  # two tasks on 2 cores: one thread each
     one = run(["srun", "-n", "1", "-c", "2", sys.executable, "-c", probe], tmp_path, cluster)
-    assert json.loads(one.stdout)[2] == 2  # one task granted both cores uses both
+    # One task granted both cores uses both: of the cores slurmd may use (it inherits this process's affinity, so a
+    # shell pinned to one core, e.g. `taskset -c 0 bash .ci/run`, leaves the task one).
+    assert json.loads(one.stdout)[2] == min(2, len(os.sched_getaffinity(0)))
     batch = tmp_path / "batch.out"  # the batch script itself (SLURM_NTASKS=2, no step) is one process
     run(["sbatch", "--wait", "-n", "2", "-o", str(batch), "--wrap", f"{sys.executable} -c '{probe}'"], tmp_path,
         cluster)
