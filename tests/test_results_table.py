@@ -401,11 +401,16 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
         assert (value.steps, value.batch_size, value.beta, value.bc.steps, value.bc.batch_size) == (steps, 32, 4, 9600, 32)
     assert got["ilql"].algo.td_lambda == 0.9
     assert (got["ppo"].algo.rounds, got["ppo"].algo.bc.steps) == (3, 9600)
-    # Chess: BC 4800 x 32 on the default 500 games (its curve); its MC keeps the table's budget
-    sweep = plan("table2_small", [], {"task": {"chess"}, "algo": {"bc", "mc"}, "seed": {"0"}})
+    # Chess: BC 4800 x 32 on the default 500 games (its curve); MC and ILQL 900 x 32 at beta 1 on that BC stage
+    # (MC's curve), PPO from it with the table's rounds
+    sweep = plan("table2_small", [], {"task": {"chess"}, "algo": {"bc", "mc", "ilql", "ppo"}, "seed": {"0"}})
     got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
     assert (got["bc"].algo.steps, got["bc"].algo.batch_size, got["bc"].task.data.recipe.episodes) == (4800, 32, 500)
-    assert (got["mc"].algo.steps, got["mc"].algo.bc.steps, got["mc"].task.data.recipe.episodes) == (150, 150, 500)
+    for algo in ("mc", "ilql"):
+        value = got[algo].algo
+        assert (value.steps, value.batch_size, value.beta, value.bc.steps, value.bc.batch_size) == (900, 32, 1, 4800, 32)
+    assert got["ilql"].algo.td_lambda == 0.9
+    assert (got["ppo"].algo.rounds, got["ppo"].algo.bc.steps, got["ppo"].algo.bc.batch_size) == (3, 4800, 32)
 
 
 def test_unknown_experiment_lists_the_valid_ones():
