@@ -402,10 +402,12 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     assert got["ilql"].algo.td_lambda == 0.9
     assert (got["ppo"].algo.rounds, got["ppo"].algo.bc.steps) == (3, 9600)
     # Chess: BC 4800 x 32 on the default 500 games (its curve); MC and ILQL 900 x 32 at beta 1 on that BC stage
-    # (MC's curve), PPO from it with the table's rounds
-    sweep = plan("table2_small", [], {"task": {"chess"}, "algo": {"bc", "mc", "ilql", "ppo"}, "seed": {"0"}})
+    # (MC's curve), PPO from it with the table's rounds; filtered BC 600 x 32 (its curve: flat from 2 epochs)
+    sweep = plan("table2_small", [], {"task": {"chess"}, "algo": {"bc", "filtered_bc", "mc", "ilql", "ppo"},
+                                      "seed": {"0"}})
     got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
     assert (got["bc"].algo.steps, got["bc"].algo.batch_size, got["bc"].task.data.recipe.episodes) == (4800, 32, 500)
+    assert (got["filtered_bc"].algo.steps, got["filtered_bc"].algo.batch_size) == (600, 32)
     for algo in ("mc", "ilql"):
         value = got[algo].algo
         assert (value.steps, value.batch_size, value.beta, value.bc.steps, value.bc.batch_size) == (900, 32, 1, 4800, 32)
