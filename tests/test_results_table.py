@@ -231,10 +231,12 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
         cells = [c.strip() for c in row.strip(" |").split("|")][1:]
         assert not any("[stale" in c or "seeds]" in c or "failed" in c for c in cells[:6])
         assert cells[6:8] == ["not run yet"] * 2 and cells[8].startswith("not run: ")
-    # Car Dealer BC: its curve's budget on all 3 seeds; the other columns keep older records
+    # Car Dealer BC: its curve's budget on all 3 seeds; MC from that stage on 2 of 3 (marked); the others older
     row = next(line for line in md.splitlines() if line.startswith("| Car Dealer |"))
-    bc = row.split("|")[2]
-    assert "[stale" not in bc and "seeds]" not in bc and "failed" not in bc
+    cells = [c.strip() for c in row.strip(" |").split("|")][1:]
+    assert "[stale" not in cells[0] and "seeds]" not in cells[0] and "failed" not in cells[0]
+    assert "[stale" not in cells[2] and cells[2].endswith("[2/3 seeds]")
+    assert all("[stale: older configuration" in cells[i] for i in (1, 3, 4, 5))
     # PO maze: its eight trained columns current, each on its 3 seeds; only the prompted cell keeps an older record
     row = next(line for line in md.splitlines() if line.startswith("| PO Maze |"))
     cells = [c.strip() for c in row.strip(" |").split("|")][1:]
