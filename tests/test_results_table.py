@@ -207,39 +207,44 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
         assert reasons.pop("filtered_bc") == ("" if task != "wordle" else reasons["bc"])
         assert all("issue 19" in r for r in reasons.values())
     md = (ROOT / "results" / "table2_small.md").read_text()
-    for task, count in (("Wordle", 7), ("20Qs", 6), ("Guess My City", 6)):
+
+    def row_of(task: str) -> str:
         [row] = [line for line in md.splitlines() if line.startswith(f"| {task} |")]
-        assert row.count("[stale: ") == count
+        return row
+
+    def cells_of(task: str) -> list[str]:
+        return [c.strip() for c in row_of(task).strip(" |").split("|")][1:]
+
+    def current(cell: str) -> bool:  # a score of the current config on every seed
+        return not any(mark in cell for mark in ("[stale", "seeds]", "failed"))
+
+    for task, count in (("Wordle", 7), ("20Qs", 6), ("Guess My City", 6)):
+        assert row_of(task).count("[stale: ") == count
         if count == 6:  # filtered BC (the third cell) is current, on every seed
-            cell = row.split("|")[3]
-            assert "[stale" not in cell and "seeds]" not in cell and "failed" not in cell
+            assert current(cells_of(task)[1])
     # FO maze and FO Text-Nav: their six trained columns re-ran on the current config; only the prompted cell
     # keeps older records
     for task in ("FO Maze", "FO Text-Nav"):
-        row = next(line for line in md.splitlines() if line.startswith(f"| {task} |"))
+        row = row_of(task)
         assert "issue 19" not in row and row.count("[stale: older configuration") == 1
         assert row.rstrip(" |").endswith("[stale: older configuration, not re-run yet]")
     # PO Text-Nav re-ran whole (its prompted cell too): every column, SWEET-RL and group PG included, on all seeds
-    row = next(line for line in md.splitlines() if line.startswith("| PO Text-Nav |"))
-    cells = [c.strip() for c in row.strip(" |").split("|")][1:]
-    assert len(cells) == 9 and "[stale: " not in row
+    cells = cells_of("PO Text-Nav")
+    assert len(cells) == 9 and "[stale: " not in row_of("PO Text-Nav")
     assert not any("seeds]" in c or "not run" in c or "failed" in c for c in cells)
     # Endgames: its six trained columns on the BC curve's data and budget, all 3 seeds; SWEET-RL and group PG not
     # run, the prompted cell skipped.  Chess the same: BC on its curve's budget, the RL columns from that BC stage
     for task in ("Endgames", "Chess"):
-        row = next(line for line in md.splitlines() if line.startswith(f"| {task} |"))
-        cells = [c.strip() for c in row.strip(" |").split("|")][1:]
-        assert not any("[stale" in c or "seeds]" in c or "failed" in c for c in cells[:6])
+        cells = cells_of(task)
+        assert all(current(c) for c in cells[:6])
         assert cells[6:8] == ["not run yet"] * 2 and cells[8].startswith("not run: ")
     # Car Dealer BC: its curve's budget on all 3 seeds; MC from that stage on 2 of 3 (marked); the others older
-    row = next(line for line in md.splitlines() if line.startswith("| Car Dealer |"))
-    cells = [c.strip() for c in row.strip(" |").split("|")][1:]
-    assert "[stale" not in cells[0] and "seeds]" not in cells[0] and "failed" not in cells[0]
+    cells = cells_of("Car Dealer")
+    assert current(cells[0])
     assert "[stale" not in cells[2] and cells[2].endswith("[2/3 seeds]")
     assert all("[stale: older configuration" in cells[i] for i in (1, 3, 4, 5))
     # PO maze: its eight trained columns current, each on its 3 seeds; only the prompted cell keeps an older record
-    row = next(line for line in md.splitlines() if line.startswith("| PO Maze |"))
-    cells = [c.strip() for c in row.strip(" |").split("|")][1:]
+    cells = cells_of("PO Maze")
     assert ["[stale: " in c for c in cells] == [False] * 8 + [True]
     assert not any("seeds]" in c or "not run" in c for c in cells)
 
