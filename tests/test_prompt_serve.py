@@ -84,6 +84,71 @@ def test_prompt_local_backend_end_to_end(tmp_path, cache):
     assert json.loads((run / "checkpoint" / "prompt.json").read_text())["rules"].startswith("Play Wordle")
 
 
+def test_score_is_each_replys_log_likelihood_from_one_shared_prefill():
+    """ChatModel.score (one prefill, its KV cache repeated per reply) equals a full forward of prompt + reply,
+    the chat template's end of turn included, and it runs where the model lives (a CPU test of device use:
+    every tensor it builds is placed on the model's device)."""
+    from lmrl.models.chat import ChatModel, render
+    from lmrl.models.factory import load_pretrained
+
+    model, tokenizer = load_pretrained("smollm2")
+    chat = ChatModel(model, tokenizer)
+    conversations = [[{"role": "user", "content": "Which way? Reply with one of: move up, move left."}],
+                     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi."}]]
+    replies = ["move up", "move left", "hi"]
+    scores = chat.score(conversations, replies)
+    assert scores.shape == (2, 3) and tokenizer.eos_token == "<|im_end|>"
+    with torch.no_grad():
+        for i, conversation in enumerate(conversations):
+            prompt = tokenizer(render(conversation, tokenizer), add_special_tokens=False)["input_ids"]
+            for j, reply in enumerate(replies):
+                reply_ids = chat.reply_ids(reply)
+                assert reply_ids[-1] == tokenizer.eos_token_id
+                logits = model(torch.tensor([prompt + reply_ids])).logits[0, len(prompt) - 1 : -1]
+                expected = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(reply_ids)[:, None]).sum()
+                assert abs(float(scores[i, j]) - float(expected)) < 1e-3
+
+
+def test_choose_plays_the_most_likely_action_and_logs_the_scores(tmp_path):
+    class Scorer:  # log p of each reply: "move left" most likely
+        def score(self, conversations, replies):
+            assert replies == ["move up", "move left"]
+            return torch.tensor([[-3.0, -0.5]] * len(conversations))
+
+    log = tmp_path / "replies.jsonl"
+    policy = PromptPolicy(Scorer(), PromptConfig(), "Rules.", [], window=1, log_path=log,
+                          choices=["move up\n", "move left\n"])
+    history = (Text("You are at 1, 1.\n", False),)
+    assert policy.act([history, history]) == ["move left\n", "move left\n"]
+    row = json.loads(log.read_text().splitlines()[0])
+    assert row["scores"] == {"move up\n": -3.0, "move left\n": -0.5} and row["action"] == "move left\n"
+    policy.cfg = PromptConfig(temperature=1.0)  # sampled: both actions appear, the likely one more often
+    picks = policy.act([history] * 400)
+    assert 0.8 < picks.count("move left\n") / 400 < 0.98 and "move up\n" in picks
+
+
+def test_decode_choose_needs_an_action_list_and_a_local_model():
+    with pytest.raises(ConfigError, match="backend=local"):
+        typed_config(PromptConfig, OmegaConf.create({"decode": "choose", "backend": "openai",
+                                                     "base_url": "http://x"}))
+    with pytest.raises(ConfigError, match="decode must be"):
+        typed_config(PromptConfig, OmegaConf.create({"decode": "beam"}))
+
+
+def test_prompt_chooses_the_mazes_moves_end_to_end(tmp_path, cache):
+    """decode=auto on the maze (a fixed action list): every action is one of the four moves, so no reply is
+    invalid, and the log holds each move's score."""
+    run = tmp_path / "run"
+    metrics = run_cli("lmrl.train", ["algo=prompt", "model=tiny", "debug=smoke", "task=maze_fo",
+                                     "task.eval.max_starts=1"], run, cache)
+    assert metrics["policy"] == "prompt (choose)" and metrics["return_mean"] >= -101
+    rows = [json.loads(line) for line in (run / "prompt_replies.jsonl").read_text().splitlines()]
+    assert rows and all(r["action"] in MOVES and set(r["scores"]) == MOVES for r in rows)
+    with pytest.raises(Exception, match="task.actions"):
+        run_cli("lmrl.train", ["algo=prompt", "model=tiny", "debug=smoke", "task=wordle", "algo.decode=choose",
+                               "task.eval.max_starts=1"], tmp_path / "bad", cache)
+
+
 def test_serve_a_trained_policy_and_play_it_over_http(tmp_path, cache):
     bc = run_cli("lmrl.train", ["task=maze_fo", "algo=bc", "debug=smoke", "smoke.steps=100",
                                 "task.eval.max_starts=2"], tmp_path / "bc", cache)

@@ -5,7 +5,14 @@ complete example episodes from the task's dataset (high-return ones, chosen with
 and the game so far (the task's history window: maze FO sees the current observation), and
 replies; the first non-empty line of the reply is the action
 (a leading `ACTION:`, `>`, quotes or backticks are stripped).  Every raw reply is kept
-beside the action in `<run>/prompt_replies.jsonl`.  It is evaluated with the same protocol
+beside the action in `<run>/prompt_replies.jsonl`.
+
+`decode=choose` (the default `auto` picks it for a task with a fixed action list, `task.actions`,
+and the local backend) does not let the model write: it scores each of the task's actions as the
+whole reply, log p(action, end of turn | prompt), and plays the most likely one (at temperature T
+> 0 it samples from softmax(scores / T)); the scores are logged instead of a reply.  This measures
+what the model knows of the game, not whether it can copy an action's exact spelling: SmolLM2-135M
+writing freely never produced a valid maze move (-401 in every episode, 101 invalid replies).  It is evaluated with the same protocol
 and normalization as every other algorithm.
 
 Backends: `local` — the run's model (default `model=smollm2`) through its chat template;
@@ -31,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import torch
+
 from lmrl.envs.base import Episode, History, history_window
 
 _PREFIX = re.compile(r"^\s*(?:action\s*:|>)\s*", re.IGNORECASE)
@@ -53,6 +62,9 @@ class PromptConfig:
     history_chars: int = 3000
     # Tokens per reply; null = the task's eval.max_new_tokens.
     max_new_tokens: int | None = None
+    # generate (write a reply, parse its first line) | choose (the most likely of task.actions) | auto
+    # (choose where the task lists its actions and the backend is local, else generate)
+    decode: str = "auto"
     # 0 = greedy.
     temperature: float = 0.0
     # Conversations per local generate() call / concurrent HTTP requests.
@@ -72,6 +84,10 @@ class PromptConfig:
             problems.append(f"backend must be local or openai (got {self.backend!r})")
         if self.format not in ("fewshot", "history"):
             problems.append(f"format must be fewshot or history (got {self.format!r})")
+        if self.decode not in ("auto", "generate", "choose"):
+            problems.append(f"decode must be auto, generate or choose (got {self.decode!r})")
+        if self.decode == "choose" and self.backend != "local":
+            problems.append("decode=choose scores the actions with the model: it needs backend=local")
         if self.backend == "openai" and not self.base_url:
             problems.append("backend=openai needs base_url (e.g. http://127.0.0.1:8000/v1)")
         if self.shots < 0 or (self.max_new_tokens or 1) < 1 or self.batch_size < 1 or self.temperature < 0:
@@ -136,9 +152,11 @@ class OpenAIChat:
 
 class PromptPolicy:
     def __init__(self, backend, cfg: PromptConfig, rules: str, examples: list[Episode], window: int | None,
-                 log_path: Path | None = None):
+                 log_path: Path | None = None, choices: Sequence[str] = (), seed: int = 0):
         self.backend, self.cfg, self.rules, self.window, self.log_path = backend, cfg, rules, window, log_path
         self.examples = [render(ep.turns)[-cfg.example_chars:] for ep in examples]
+        # decode=choose: the task's actions, each scored as the whole reply
+        self.choices, self.rng = list(choices), random.Random(seed)
 
     def messages(self, history: History) -> list[dict]:
         if self.cfg.format == "history":
@@ -152,6 +170,8 @@ class PromptPolicy:
 
     def act(self, histories: Sequence[History]) -> list[str]:
         conversations = [self.messages(h) for h in histories]
+        if self.choices:
+            return self.choose(histories, conversations)
         replies: list[str] = []
         for i in range(0, len(conversations), self.cfg.batch_size):
             replies += self.backend.complete(conversations[i : i + self.cfg.batch_size], self.cfg.max_new_tokens,
@@ -161,6 +181,22 @@ class PromptPolicy:
             with open(self.log_path, "a") as f:
                 for h, r, a in zip(histories, replies, actions):
                     f.write(json.dumps({"last_observation": h[-1].text if h else "", "reply": r, "action": a}) + "\n")
+        return actions
+
+    def choose(self, histories: Sequence[History], conversations: list) -> list[str]:
+        """The most likely action of `self.choices` (sampled from softmax(scores / T) at T > 0)."""
+        scores = self.backend.score(conversations, [c.strip() for c in self.choices])
+        if self.cfg.temperature > 0:
+            weights = torch.softmax(scores / self.cfg.temperature, dim=-1).tolist()
+            picks = [self.rng.choices(range(len(self.choices)), w)[0] for w in weights]
+        else:
+            picks = scores.argmax(-1).tolist()
+        actions = [self.choices[i] for i in picks]
+        if self.log_path is not None:
+            with open(self.log_path, "a") as f:
+                for h, row, a in zip(histories, scores.tolist(), actions):
+                    f.write(json.dumps({"last_observation": h[-1].text if h else "",
+                                        "scores": dict(zip(self.choices, row)), "action": a}) + "\n")
         return actions
 
 
@@ -204,5 +240,11 @@ class PromptTrainer:
         if self.cfg.max_new_tokens is None:
             self.cfg.max_new_tokens = int(eval_cfg.max_new_tokens)
         log_path = self.run_dir / "prompt_replies.jsonl" if self.run_dir is not None else None
-        return {"prompt": PromptPolicy(self.backend(), self.cfg, self.rules, self.examples, self.task.history_window,
-                                       log_path)}
+        actions = list(self.task.cfg.get("actions") or [])
+        choose = self.cfg.decode == "choose" or (self.cfg.decode == "auto" and actions and self.cfg.backend == "local")
+        if choose and not actions:
+            raise ValueError(f"algo.decode=choose needs a task with a fixed action list (task.actions); {self.task.name} "
+                             "has none: use algo.decode=generate")
+        policy = PromptPolicy(self.backend(), self.cfg, self.rules, self.examples, self.task.history_window,
+                              log_path, choices=actions if choose else (), seed=seed)
+        return {"prompt (choose)" if choose else "prompt": policy}

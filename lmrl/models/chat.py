@@ -6,7 +6,8 @@ one (our trained policies) get the messages' contents concatenated, each ending 
 for a policy trained on task text, send the game history as the one user message and the
 prompt is exactly what it was trained on.
 
-`ChatModel` batches whole conversations (algo=prompt); `generate` serves one request: `n`
+`ChatModel` batches whole conversations (algo=prompt) and scores given replies (algo=prompt
+choosing among a task's fixed actions); `generate` serves one request: `n`
 choices of one prompt with a KV cache, cut at stop strings, token by token so a server can
 stream them.  Any model with the sampler's calling convention works, value-guided ones included.
 """
@@ -58,6 +59,37 @@ class ChatModel:
                                       top_p=None, pad_token_id=tok.pad_token_id)
         new = out[:, batch["input_ids"].shape[1]:]
         return tok.batch_decode(new, skip_special_tokens=True)
+
+    def reply_ids(self, reply: str) -> list[int]:
+        """A whole reply's tokens: its text, then the end of the turn where the model has a chat template."""
+        ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"]
+        eos = self.tokenizer.eos_token_id
+        return ids + ([eos] if self.chat and eos is not None else [])
+
+    def score(self, conversations: Sequence[Sequence[dict]], replies: Sequence[str]) -> torch.Tensor:
+        """log p(reply | conversation) of every reply to every conversation, [conversations, replies]: each
+        prompt is read once and its KV cache shared by the replies, so a turn costs about one prefill."""
+        tok = self.tokenizer
+        conts = [self.reply_ids(r) for r in replies]
+        if not all(conts):
+            raise ValueError(f"every reply needs at least one token: {list(replies)!r}")
+        device = next(self.model.parameters()).device
+        longest = max(map(len, conts))
+        cont = torch.tensor([c + [c[-1]] * (longest - len(c)) for c in conts], device=device)
+        valid = torch.tensor([[i < len(c) for i in range(longest)] for c in conts], device=device)
+        limit = max(1, model_max_length(self.model) - longest)
+        scores = []
+        with self.lock, torch.inference_mode():
+            for conversation in conversations:
+                ids = tok(render(conversation, tok), add_special_tokens=not self.chat)["input_ids"][-limit:]
+                out = self.model(input_ids=torch.tensor([ids], device=device), use_cache=True, logits_to_keep=1)
+                cache = out.past_key_values
+                cache.batch_repeat_interleave(len(conts))
+                rest = self.model(input_ids=cont, past_key_values=cache, use_cache=False).logits
+                logits = torch.cat([out.logits[:, -1:].expand(len(conts), -1, -1), rest[:, :-1]], dim=1)
+                logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, cont[..., None])[..., 0]
+                scores.append((logp * valid).sum(-1))
+        return torch.stack(scores).cpu()
 
 
 def prompt_ids(messages: Sequence[dict], tokenizer) -> list[int]:
