@@ -389,14 +389,20 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
         assert (fbc.algo.steps, fbc.algo.batch_size, fbc.task.data.recipe.episodes) == (steps, 32, 100_000)
         assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == (80, 16, 5000)
     # Car Dealer BC: the whole 19k conversations for 4.5 epochs (its curve); MC 300 x 16 on that BC stage (its
-    # curve); ILQL keeps the table's budget
-    sweep = plan("table2_small", [], {"task": {"car_dealer"}, "algo": {"bc", "mc", "ilql"}, "seed": {"0"}})
+    # curve); ILQL the same with lambda-1 targets (its curves: lower lambdas do not fit); PPO the table's rounds from
+    # that stage
+    sweep = plan("table2_small", [], {"task": {"car_dealer"}, "algo": {"bc", "mc", "ilql", "ppo"}, "seed": {"0"}})
     got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
     assert (got["bc"].algo.steps, got["bc"].algo.batch_size, got["bc"].task.data.recipe.episodes) == (2700, 32, 19000)
-    mc = got["mc"]
-    assert (mc.algo.steps, mc.algo.batch_size, mc.algo.beta, mc.task.data.recipe.episodes) == (300, 16, 16, 19000)
-    assert (mc.algo.bc.steps, mc.algo.bc.batch_size) == (2700, 32)
-    assert (got["ilql"].algo.steps, got["ilql"].algo.batch_size, got["ilql"].task.data.recipe.episodes) == (80, 16, 5000)
+    for algo in ("mc", "ilql"):
+        value = got[algo]
+        assert (value.algo.steps, value.algo.batch_size, value.algo.beta, value.task.data.recipe.episodes) == \
+            (300, 16, 16, 19000)
+        assert (value.algo.bc.steps, value.algo.bc.batch_size) == (2700, 32)
+    assert got["ilql"].algo.td_lambda == 1.0
+    ppo = got["ppo"]
+    assert (ppo.algo.rounds, ppo.algo.bc.steps, ppo.algo.bc.batch_size, ppo.task.data.recipe.episodes) == \
+        (3, 2700, 32, 19000)
     # Endgames: every cell on 5k endgames; BC 9600 x 32 (its curve: the loss breaks after 2.4 epochs), filtered BC
     # the same; MC 300 x 32 and ILQL 900 x 32 at beta 4 on that BC stage; PPO from it with the table's rounds
     sweep = plan("table2_small", [], {"task": {"endgames"}, "seed": {"0"},
