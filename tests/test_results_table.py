@@ -196,13 +196,15 @@ def test_a_subset_run_keeps_the_whole_experiment_in_the_plan(tmp_path):
 
 def test_table2_small_marks_the_cells_run_before_issue_19():
     """Wordle ran on the old word list, 20Q and Guess My City on the old oracles: the committed table says so,
-    but for the dialogue rows' filtered BC, re-run on the current oracle with its curve's budget."""
+    but for the dialogue rows' filtered BC, re-run on the current oracle with its curve's budget, and the prompted
+    column, re-run on all three."""
     from lmrl.report import stale_marks, stale_reason
 
     stale = stale_marks({"experiment": "table2_small"})
     assert set(stale) == {"wordle", "twenty_questions", "guess"}
-    algos = ("bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt")
+    algos = ("bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc")
     for task in stale:
+        assert stale_reason(stale, task, "prompt") == ""
         reasons = {algo: stale_reason(stale, task, algo) for algo in algos}
         assert reasons.pop("filtered_bc") == ("" if task != "wordle" else reasons["bc"])
         assert all("issue 19" in r for r in reasons.values())
@@ -218,35 +220,26 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
     def current(cell: str) -> bool:  # a score of the current config on every seed
         return not any(mark in cell for mark in ("[stale", "seeds]", "failed"))
 
-    for task, count in (("Wordle", 7), ("20Qs", 6), ("Guess My City", 6)):
-        assert row_of(task).count("[stale: ") == count
-        if count == 6:  # filtered BC (the third cell) is current, on every seed
+    for task, count in (("Wordle", 6), ("20Qs", 5), ("Guess My City", 5)):
+        assert row_of(task).count("[stale: ") == count and current(cells_of(task)[8])
+        if count == 5:  # filtered BC (the third cell) is current, on every seed
             assert current(cells_of(task)[1])
-    # FO maze and FO Text-Nav: their six trained columns re-ran on the current config; only the prompted cell
-    # keeps older records
-    for task in ("FO Maze", "FO Text-Nav"):
-        row = row_of(task)
-        assert "issue 19" not in row and row.count("[stale: older configuration") == 1
-        assert row.rstrip(" |").endswith("[stale: older configuration, not re-run yet]")
-    # PO Text-Nav re-ran whole (its prompted cell too): every column, SWEET-RL and group PG included, on all seeds
-    cells = cells_of("PO Text-Nav")
-    assert len(cells) == 9 and "[stale: " not in row_of("PO Text-Nav")
-    assert not any("seeds]" in c or "not run" in c or "failed" in c for c in cells)
+    # The mazes and Text-Nav: every column re-ran on the current config (the prompted one chooses among the maze's
+    # four moves: decode=auto), on all its seeds
+    for task in ("FO Maze", "PO Maze", "FO Text-Nav", "PO Text-Nav"):
+        cells = cells_of(task)
+        assert len(cells) == 9 and all(current(c) and "not run" not in c for c in cells), task
     # Endgames: its six trained columns on the BC curve's data and budget, all 3 seeds; SWEET-RL and group PG not
     # run, the prompted cell skipped.  Chess the same: BC on its curve's budget, the RL columns from that BC stage
     for task in ("Endgames", "Chess"):
         cells = cells_of(task)
         assert all(current(c) for c in cells[:6])
         assert cells[6:8] == ["not run yet"] * 2 and cells[8].startswith("not run: ")
-    # Car Dealer BC: its curve's budget on all 3 seeds; MC from that stage on 2 of 3 (marked); the others older
+    # Car Dealer: BC on its curve's budget, MC, ILQL, PPO and online %BC from that BC stage, the prompted cell, all
+    # current on every seed; filtered BC keeps an older record; SWEET-RL and group PG not run
     cells = cells_of("Car Dealer")
-    assert current(cells[0])
-    assert "[stale" not in cells[2] and cells[2].endswith("[2/3 seeds]")
-    assert all("[stale: older configuration" in cells[i] for i in (1, 3, 4, 5))
-    # PO maze: its eight trained columns current, each on its 3 seeds; only the prompted cell keeps an older record
-    cells = cells_of("PO Maze")
-    assert ["[stale: " in c for c in cells] == [False] * 8 + [True]
-    assert not any("seeds]" in c or "not run" in c for c in cells)
+    assert [current(c) for c in cells] == [True, False, True, True, True, True, True, True, True]
+    assert "[stale: older configuration" in cells[1] and cells[6:8] == ["not run yet"] * 2
 
 
 def run_sweep(args, cache, timeout=900):
@@ -390,10 +383,13 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
         assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == (80, 16, 5000)
     # Car Dealer BC: the whole 19k conversations for 4.5 epochs (its curve); MC 300 x 16 on that BC stage (its
     # curve); ILQL the same with lambda-1 targets (its curves: lower lambdas do not fit); PPO the table's rounds from
-    # that stage
-    sweep = plan("table2_small", [], {"task": {"car_dealer"}, "algo": {"bc", "mc", "ilql", "ppo"}, "seed": {"0"}})
+    # that stage; filtered BC 1600 x 32 (its curve: flat from 800 steps)
+    sweep = plan("table2_small", [], {"task": {"car_dealer"}, "algo": {"bc", "filtered_bc", "mc", "ilql", "ppo"},
+                                      "seed": {"0"}})
     got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
     assert (got["bc"].algo.steps, got["bc"].algo.batch_size, got["bc"].task.data.recipe.episodes) == (2700, 32, 19000)
+    fbc = got["filtered_bc"]
+    assert (fbc.algo.steps, fbc.algo.batch_size, fbc.task.data.recipe.episodes) == (1600, 32, 19000)
     for algo in ("mc", "ilql"):
         value = got[algo]
         assert (value.algo.steps, value.algo.batch_size, value.algo.beta, value.task.data.recipe.episodes) == \
