@@ -98,3 +98,19 @@ def test_intents():
 def test_parse_is_cached_and_pure():
     a, b = parse_seller("The RAV4 is $30k."), parse_seller("The RAV4 is $30k.")
     assert a is b and a.price == 30000
+
+
+def test_every_spelling_the_name_patterns_match_maps_back_to_its_name():
+    """The patterns let spaces and hyphens vary or drop ("Mazda CX5"); the lookup must accept every spelling they
+    match (a policy's "mazda cx5" once raised KeyError inside the buyer and ended a PPO run)."""
+    catalogue = load_catalogue()
+    for car in catalogue.cars:
+        for alias in (car.id, *car.aliases):
+            for variant in {alias, alias.replace("-", ""), alias.replace(" ", ""), alias.replace("-", " "),
+                            alias.replace(" ", "-"), alias.upper()}:
+                assert car.id in parse_seller(f"How about the {variant} for $30,000?", catalogue).cars, variant
+    assert parse_seller("the mazda cx5 or a Mazda CX 5", catalogue).cars == ("mazda cx-5",)
+    for pattern, lookup in (catalogue.car_pattern, catalogue.brand_pattern, catalogue.type_pattern,
+                            catalogue.feature_pattern):
+        for key in lookup:  # every key is reachable: the pattern matches the key itself
+            assert pattern.fullmatch(key), key

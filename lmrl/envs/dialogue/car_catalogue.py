@@ -85,14 +85,17 @@ def _display_name(car_id: str) -> str:
 
 def _names_pattern(names: list[tuple[str, str]], multi: bool = False) -> tuple[re.Pattern, dict]:
     """A regex matching any name (longest first, on word boundaries, case-insensitive; hyphens and
-    spaces interchangeable) and the map from a normalized match to its canonical id (`multi`: the
-    list of ids, for names that say several things, like "heated leather seats")."""
+    spaces interchangeable, or left out: "CX-5", "CX 5", "CX5") and the map from a match's
+    `_name_key` to its canonical id (`multi`: the list of ids, for names that say several things,
+    like "heated leather seats")."""
+    spelled: dict[str, str] = {}
     lookup: dict[str, list[str]] = {}
     for name, canonical in names:
-        lookup.setdefault(_norm_name(name), [])
-        if canonical not in lookup[_norm_name(name)]:
-            lookup[_norm_name(name)].append(canonical)
-    alternatives = sorted(lookup, key=len, reverse=True)
+        spelled.setdefault(_norm_name(name), name)
+        ids = lookup.setdefault(_name_key(name), [])
+        if canonical not in ids:
+            ids.append(canonical)
+    alternatives = sorted(spelled, key=len, reverse=True)
     body = "|".join(r"[\s-]?".join(re.escape(part) for part in name.split(" ")) for name in alternatives)
     pattern = re.compile(rf"(?<![\w.-])(?:{body})(?![\w-])", re.IGNORECASE)
     return pattern, {k: (v if multi else v[0]) for k, v in lookup.items()}
@@ -102,12 +105,18 @@ def _norm_name(text: str) -> str:
     return re.sub(r"[\s-]+", " ", text.lower()).strip()
 
 
+def _name_key(text: str) -> str:
+    """What the pattern lets vary removed (case, spaces and hyphens): every spelling it matches of a
+    name has the same key."""
+    return re.sub(r"[\s-]+", "", text.lower())
+
+
 def _find(patterns, text: str) -> tuple[str, ...]:
     """Canonical ids named in `text`, in order of first mention, without repeats."""
     pattern, lookup = patterns
     found: list[str] = []
     for match in pattern.finditer(text):
-        ids = lookup[_norm_name(match.group(0))]
+        ids = lookup[_name_key(match.group(0))]
         for canonical in ids if isinstance(ids, list) else [ids]:
             if canonical not in found:
                 found.append(canonical)
