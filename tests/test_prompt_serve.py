@@ -86,8 +86,7 @@ def test_prompt_local_backend_end_to_end(tmp_path, cache):
 
 def test_score_is_each_replys_log_likelihood_from_one_shared_prefill():
     """ChatModel.score (one prefill, its KV cache repeated per reply) equals a full forward of prompt + reply,
-    the chat template's end of turn included, and it runs where the model lives (a CPU test of device use:
-    every tensor it builds is placed on the model's device)."""
+    the chat template's end of turn included."""
     from lmrl.models.chat import ChatModel, render
     from lmrl.models.factory import load_pretrained
 
@@ -107,6 +106,28 @@ def test_score_is_each_replys_log_likelihood_from_one_shared_prefill():
                 logits = model(torch.tensor([prompt + reply_ids])).logits[0, len(prompt) - 1 : -1]
                 expected = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(reply_ids)[:, None]).sum()
                 assert abs(float(scores[i, j]) - float(expected)) < 1e-3
+
+
+def test_score_keeps_every_op_on_the_models_device():
+    """ChatModel.score with the model on a second device (tests/device_check.py's virtual one: a GPU cannot run
+    here) mixes no devices and gives the host's scores; a 1-layer Llama with SmolLM2's tokenizer and template."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lmrl.models.chat import ChatModel
+    from lmrl.models.factory import load_pretrained
+    from tests.device_check import DEVICE, device_check, report
+
+    _, tokenizer = load_pretrained("smollm2")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+    conversation = [[{"role": "user", "content": "Which way?"}]]
+    on_host = ChatModel(model, tokenizer).score(conversation, ["move up", "move left"])
+    with device_check() as violations:
+        model.to(DEVICE)
+        on_device = ChatModel(model, tokenizer).score(conversation, ["move up", "move left"])
+    assert not violations, report(violations)
+    assert torch.allclose(on_host, on_device)
 
 
 def test_choose_plays_the_most_likely_action_and_logs_the_scores(tmp_path):
