@@ -32,7 +32,7 @@ from pathlib import Path
 from lmrl.dist import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
-ONLINE = {"ppo", "online_filtered_bc"}
+ONLINE = {"ppo", "online_filtered_bc", "group_pg"}
 
 
 def run_dir(out: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
@@ -48,8 +48,8 @@ def run_one(task: str, algo: str, seed: int, args, threads: int) -> Path:
     directory = run_dir(args.out, task, algo, seed, args.tag)
     if (directory / "metrics.json").exists():
         return directory
-    points = [] if algo in ONLINE else [f"algo.curve_points={args.points}",
-                                        f"algo.curve_episodes_per_start={args.episodes_per_start}"]
+    points = [] if algo in ONLINE else [f"++algo.curve_points={args.points}",
+                                        f"++algo.curve_episodes_per_start={args.episodes_per_start}"]
     cmd = [sys.executable, "-m", "lmrl.train", f"task={task}", f"algo={algo}", f"seed={seed}", *points,
            *args.overrides, f"hydra.run.dir={directory}", "records.dir=null"]
     directory.mkdir(parents=True, exist_ok=True)

@@ -114,7 +114,7 @@ class SweetTrainer(PairTrainer):
         self.info, self.stats = task_info_for(cfg.task_info, task.name), {}
         actor = load_lm(self.bc_dir)
         self.max_length = model_max_length(actor)
-        setup_offline(self, actor, OBJECTIVES[cfg.mode](self))
+        setup_offline(self, actor, OBJECTIVES[cfg.mode](self), curves=True)
         self.reference = engine.prepare_frozen(load_lm(self.bc_dir))
 
     def fit(self) -> dict:

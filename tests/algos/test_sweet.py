@@ -245,7 +245,9 @@ def test_group_pg_kl_term_is_zero_at_the_reference_and_pulls_back_after_a_step(b
 # 4 steps of 4 (pairs, sequences), one evaluation episode, group PG rounds of one group of 2 episodes.
 FAST = ["debug=smoke", "smoke.steps=4", "smoke.batch_size=4", "smoke.episodes_per_round=2", "task.eval.max_starts=1"]
 # Group PG's maze rollouts stop at 20 moves (SWEET-RL replays the dataset's episodes of up to 100: it keeps 100).
-FAST_PAIR = {("maze_po", "group_pg"): ["task.env.max_steps=20"]}
+FAST_PAIR = {("maze_po", "group_pg"): ["task.env.max_steps=20"],
+             # the actor's learning curve (curve.csv, as BC's): a point every 2 of its 4 steps
+             ("wordle", "sweet"): ["++algo.curve_points=2", "++algo.curve_episodes_per_start=1"]}
 
 
 @pytest.fixture(scope="module")
@@ -264,6 +266,9 @@ def test_smoke_end_to_end(task, algo, cache, tmp_path):
         assert torch.isfinite(torch.tensor(metrics["train_loss"]))
         assert metrics["sweet/pairs"] > 0 and metrics["train_steps"] == 4
         assert list((cache / "sweet_critic" / task).glob("*/config.json"))  # the cached critic stage
+        if task == "wordle":
+            curve = (tmp_path / "run" / "curve.csv").read_text().splitlines()
+            assert [row.split(",")[0] for row in curve[1:]] == ["2", "4"] and "normalized_score" in curve[0]
     else:
         rounds = (tmp_path / "run" / "rounds.csv").read_text().splitlines()
         assert len(rounds) == 3 and "groups" in rounds[0]
