@@ -195,19 +195,20 @@ def test_a_subset_run_keeps_the_whole_experiment_in_the_plan(tmp_path):
 
 
 def test_table2_small_marks_the_cells_run_before_issue_19():
-    """Wordle ran on the old word list, 20Q and Guess My City on the old oracles: the committed table says so,
-    but for the dialogue rows' filtered BC, re-run on the current oracle with its curve's budget, and the prompted
-    column, re-run on all three."""
+    """20Q and Guess My City ran on the old oracles: the committed table says so, but for the cells re-run on the
+    current oracle with their curves' budgets (filtered BC of both, 20Q's BC) and the prompted column.  Wordle's row
+    re-ran on the original's word list and is current."""
     from lmrl.report import stale_marks, stale_reason
 
     stale = stale_marks({"experiment": "table2_small"})
-    assert set(stale) == {"wordle", "twenty_questions", "guess"}
+    assert set(stale) == {"twenty_questions", "guess"}
     algos = ("bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc")
+    rerun = {"twenty_questions": {"filtered_bc", "bc"}, "guess": {"filtered_bc"}}
     for task in stale:
         assert stale_reason(stale, task, "prompt") == ""
         reasons = {algo: stale_reason(stale, task, algo) for algo in algos}
-        assert reasons.pop("filtered_bc") == ("" if task != "wordle" else reasons["bc"])
-        assert all("issue 19" in r for r in reasons.values())
+        assert all(reasons[a] == "" for a in rerun[task])
+        assert all("issue 19" in r for a, r in reasons.items() if a not in rerun[task])
     md = (ROOT / "results" / "table2_small.md").read_text()
 
     def row_of(task: str) -> str:
@@ -220,10 +221,12 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
     def current(cell: str) -> bool:  # a score of the current config on every seed
         return not any(mark in cell for mark in ("[stale", "seeds]", "failed"))
 
-    for task, count in (("Wordle", 6), ("20Qs", 5), ("Guess My City", 5)):
+    for task, count in (("20Qs", 4), ("Guess My City", 5)):
         assert row_of(task).count("[stale: ") == count and current(cells_of(task)[8])
-        if count == 5:  # filtered BC (the third cell) is current, on every seed
-            assert current(cells_of(task)[1])
+        assert current(cells_of(task)[1])  # filtered BC, on every seed
+    assert current(cells_of("20Qs")[0])  # BC at one epoch of the 100k conversations
+    wordle = cells_of("Wordle")  # every trained column on the original's words (SWEET-RL and group PG included)
+    assert len(wordle) == 9 and all(current(c) and "not run" not in c for c in wordle)
     # The mazes and Text-Nav: every column re-ran on the current config (the prompted one chooses among the maze's
     # four moves: decode=auto), on all its seeds
     for task in ("FO Maze", "PO Maze", "FO Text-Nav", "PO Text-Nav"):
@@ -372,14 +375,21 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     # FO maze ILQL: lambda 0.5 (its probe 1.00 vs 0.92 at 0.9), PO keeps the 0.9 its curves ran
     sweep = plan("table2_small", [], {"task": {"maze_fo"}, "algo": {"ilql"}, "seed": {"0"}})
     assert sweep.configs[sweep.cells[0].name].algo.td_lambda == 0.5
-    # 20Q and Guess My City filtered BC: the paper-size dataset, the epochs their curves chose; BC keeps the table's
+    # 20Q and Guess My City filtered BC: the paper-size dataset, the epochs their curves chose; 20Q's BC one epoch of
+    # it (its 4x curve plateaus), Guess My City's BC the table's budget (no curve has chosen one)
     sweep = plan("table2_small", [], {"task": {"twenty_questions", "guess"}, "algo": {"filtered_bc", "bc"},
                                       "seed": {"0"}})
     got = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
-    for task, steps in (("twenty_questions", 3600), ("guess", 2500)):
+    for task, steps, bc_budget in (("twenty_questions", 3600, (3000, 32, 100_000)), ("guess", 2500, (80, 16, 5000))):
         fbc, bc = got[task, "filtered_bc"], got[task, "bc"]
         assert (fbc.algo.steps, fbc.algo.batch_size, fbc.task.data.recipe.episodes) == (steps, 32, 100_000)
-        assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == (80, 16, 5000)
+        assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == bc_budget
+    # Wordle: BC and every BC stage 600 x 64 (its curve, flat to 4x); ILQL on TD(lambda 0.9) targets
+    sweep = plan("table2_small", [], {"task": {"wordle"}, "algo": {"bc", "ilql", "sweet"}, "seed": {"0"}})
+    got = {c.algo: sweep.configs[c.name].algo for c in sweep.cells}
+    assert (got["bc"].steps, got["bc"].batch_size) == (600, 64)
+    assert (got["ilql"].bc.steps, got["ilql"].bc.batch_size, got["ilql"].td_lambda) == (600, 64, 0.9)
+    assert (got["sweet"].bc.steps, got["sweet"].steps, got["sweet"].critic_stage.steps) == (600, 900, 200)
     # Car Dealer BC: the whole 19k conversations for 4.5 epochs (its curve); MC 300 x 16 on that BC stage (its
     # curve); ILQL the same with lambda-1 targets (its curves: lower lambdas do not fit); PPO the table's rounds from
     # that stage; filtered BC 1600 x 32 (its curve: flat from 800 steps)
