@@ -101,7 +101,7 @@ class BCTrainer:
         self.steps = cfg.steps if cfg.epochs is None else max(1, math.ceil(cfg.epochs * len(self.epoch_plan(self.seqs, 0))))
         if cfg.epochs is not None:
             log.info("%s: %g epochs of %d sequences = %d steps", cfg.name, cfg.epochs, len(self.seqs), self.steps)
-        self.eval_every = curve_interval(cfg, self.steps)
+        self.eval_every = cfg.eval_every or (max(1, self.steps // cfg.curve_points) if cfg.curve_points else 0)
         return OptimConfig(cfg.lr, self.steps, cfg.warmup_steps, cfg.weight_decay, grad_clip=cfg.grad_clip,
                            min_lr_ratio=cfg.min_lr_ratio)
 
@@ -278,11 +278,6 @@ class BCTrainer:
     def policies(self, eval_cfg, seed: int) -> dict[str, LMPolicy]:
         """The policies to evaluate, by name (the first is the run's headline): the trained LM, sampled."""
         return {"sample": lm_policy(self.engine.unwrap(), self.tokenizer, self.task, eval_cfg, seed)}
-
-
-def curve_interval(cfg, steps: int) -> int:
-    """Steps between learning-curve points: `eval_every`, else `curve_points` spread over `steps` (0: no curve)."""
-    return cfg.eval_every or (max(1, steps // cfg.curve_points) if cfg.curve_points else 0)
 
 
 def sequence_lengths(seqs: Sequence[TokenSequence]) -> np.ndarray:

@@ -17,7 +17,6 @@ import dataclasses
 import itertools
 import json
 import logging
-import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +25,13 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from lmrl.algos.base import OptimFields
-from lmrl.algos.bc import BCTrainer, cached_stage, curve_interval
+from lmrl.algos.bc import BCTrainer, cached_stage
 from lmrl.algos.privileged import TaskInfo, task_info_for
 from lmrl.algos.sweet_data import HeadValue, LogRatio, TrajectoryPairs, TrajectorySource
 from lmrl.algos.turn_losses import PAIRINGS, ratio_advantages, trajectory_pairs
 from lmrl.checkpoint import Checkpointer
 from lmrl.data.tokenize import SegmentEncoder
-from lmrl.dist import OptimConfig, is_main, rank, world_size
+from lmrl.dist import is_main, rank, world_size
 from lmrl.models.factory import model_max_length
 from lmrl.models.fused import fast_lm
 from lmrl.models.value import ValueModel
@@ -100,13 +99,11 @@ def load_lm(directory: Path) -> torch.nn.Module:
 def setup_offline(trainer, model: torch.nn.Module, items, curves: bool = False) -> None:
     """The offline fit loop's state for pair items: `steps` (or `epochs` passes), and the engine; with `curves`, the
     trained model is evaluated as a policy at `curve_points` (the actor; a critic is not a policy)."""
-    cfg = trainer.cfg
     trainer.seqs, trainer.run_dir = items, getattr(trainer, "run_dir", None)
-    epochs = getattr(cfg, "epochs", None)
-    trainer.steps = cfg.steps if epochs is None else max(1, math.ceil(epochs * len(trainer.epoch_plan(items, 0))))
-    trainer.eval_every = curve_interval(cfg, trainer.steps) if curves else 0
-    trainer.engine.setup(model, OptimConfig(cfg.lr, trainer.steps, cfg.warmup_steps, cfg.weight_decay,
-                                            grad_clip=cfg.grad_clip, min_lr_ratio=cfg.min_lr_ratio))
+    optim = trainer.offline_optim()  # BC's: steps (or epochs), schedule and curve interval
+    if not curves:
+        trainer.eval_every = 0
+    trainer.engine.setup(model, optim)
 
 
 def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_context: bool, rule, n_pairs: int,
