@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from hydra.utils import get_method
 from omegaconf import OmegaConf
+from tqdm.auto import tqdm
 
 from lmrl.algos.base import OptimFields
 from lmrl.algos.bc import BCConfig, lm_policy, start_checkpoint
@@ -40,6 +41,7 @@ from lmrl.algos.turn_losses import candidate_pairs
 from lmrl.checkpoint import Checkpointer
 from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import TokenSequence
+from lmrl.dist import is_main
 from lmrl.models.factory import model_max_length
 from lmrl.rollout.candidates import sample_candidates
 from lmrl.rollout.policy import end_turn, prompt_ids
@@ -143,7 +145,9 @@ class SweetTrainer(PairTrainer):
             actions = [i for i, t in enumerate(ep.turns) if t.is_action]
             states += [(*self.turn_state(policy, ep.turns[: actions[k]], render(truth[k]) if truth else None),
                         truth[k] if truth else None) for k in picked[e]]
-        for start in range(0, len(states), cfg.score_batch_size):
+        batches = tqdm(range(0, len(states), cfg.score_batch_size), desc=f"{cfg.name} candidates", unit="batch",
+                       disable=not is_main())
+        for start in batches:
             seqs += self.paired_candidates(policy, scorer, states[start : start + cfg.score_batch_size], rng, counts)
         if not seqs:
             raise ValueError(f"{task.name}: no candidate pairs (all candidates tied); raise turn_fraction or candidates")
