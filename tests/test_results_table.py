@@ -194,22 +194,14 @@ def test_a_subset_run_keeps_the_whole_experiment_in_the_plan(tmp_path):
     assert [c["task"] for c in json.loads((tmp_path / "plan.json").read_text())["cells"]] == ["b"]
 
 
-def test_table2_small_marks_the_cells_run_before_issue_19():
-    """20Q and Guess My City ran on the old oracles: the committed table says so, but for the cells re-run on the
-    current oracle with their curves' budgets (filtered BC of both, 20Q's BC) and the prompted column.  Wordle's row
-    re-ran on the original's word list and is current."""
-    from lmrl.report import stale_marks, stale_reason
+def test_table2_small_rows_run_on_the_current_tasks():
+    """No row keeps records from before a change its config hash cannot see: 20Q's and Guess My City's re-ran on the
+    current oracles (issue 19; 20Q's RL columns from its one-epoch BC stage), Wordle's on the original's word list."""
+    from lmrl.report import stale_marks
 
-    stale = stale_marks({"experiment": "table2_small"})
-    assert set(stale) == {"twenty_questions", "guess"}
-    algos = ("bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc")
-    rerun = {"twenty_questions": {"filtered_bc", "bc"}, "guess": {"filtered_bc"}}
-    for task in stale:
-        assert stale_reason(stale, task, "prompt") == ""
-        reasons = {algo: stale_reason(stale, task, algo) for algo in algos}
-        assert all(reasons[a] == "" for a in rerun[task])
-        assert all("issue 19" in r for a, r in reasons.items() if a not in rerun[task])
+    assert stale_marks({"experiment": "table2_small"}) == {}
     md = (ROOT / "results" / "table2_small.md").read_text()
+    assert "[stale: " not in md
 
     def row_of(task: str) -> str:
         [row] = [line for line in md.splitlines() if line.startswith(f"| {task} |")]
@@ -221,10 +213,13 @@ def test_table2_small_marks_the_cells_run_before_issue_19():
     def current(cell: str) -> bool:  # a score of the current config on every seed
         return not any(mark in cell for mark in ("[stale", "seeds]", "failed"))
 
-    for task, count in (("20Qs", 4), ("Guess My City", 5)):
-        assert row_of(task).count("[stale: ") == count and current(cells_of(task)[8])
-        assert current(cells_of(task)[1])  # filtered BC, on every seed
-    assert current(cells_of("20Qs")[0])  # BC at one epoch of the 100k conversations
+    # Guess My City: the six trained columns and the prompted one current on every seed; SWEET-RL and group PG not
+    # run.  20Q: every column (SWEET-RL and group PG from the one-epoch BC stage too)
+    guess = cells_of("Guess My City")
+    assert all(current(c) and "not run" not in c for c in guess[:6] + guess[8:])
+    assert guess[6:8] == ["not run yet"] * 2
+    twenty = cells_of("20Qs")
+    assert len(twenty) == 9 and all(current(c) and "not run" not in c for c in twenty)
     wordle = cells_of("Wordle")  # every trained column on the original's words (SWEET-RL and group PG included)
     assert len(wordle) == 9 and all(current(c) and "not run" not in c for c in wordle)
     # The mazes and Text-Nav: every column re-ran on the current config (the prompted one chooses among the maze's
@@ -384,6 +379,16 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
         fbc, bc = got[task, "filtered_bc"], got[task, "bc"]
         assert (fbc.algo.steps, fbc.algo.batch_size, fbc.task.data.recipe.episodes) == (steps, 32, 100_000)
         assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == bc_budget
+    # 20Q's RL columns start from that one-epoch BC stage: MC and ILQL 600 x 16 (their curves; ILQL on lambda-1
+    # targets), PPO and online %BC the table's rounds
+    sweep = plan("table2_small", [], {"task": {"twenty_questions"}, "seed": {"0"},
+                                      "algo": {"mc", "ilql", "ppo", "online_filtered_bc"}})
+    got = {c.algo: sweep.configs[c.name] for c in sweep.cells}
+    for algo, cfg in got.items():
+        assert (cfg.algo.bc.steps, cfg.algo.bc.batch_size, cfg.task.data.recipe.episodes) == (3000, 32, 100_000), algo
+    for algo in ("mc", "ilql"):
+        assert (got[algo].algo.steps, got[algo].algo.batch_size) == (600, 16)
+    assert (got["ilql"].algo.td_lambda, got["ppo"].algo.rounds) == (1.0, 3)
     # Wordle: BC and every BC stage 600 x 64 (its curve, flat to 4x); ILQL on TD(lambda 0.9) targets
     sweep = plan("table2_small", [], {"task": {"wordle"}, "algo": {"bc", "ilql", "sweet"}, "seed": {"0"}})
     got = {c.algo: sweep.configs[c.name].algo for c in sweep.cells}
