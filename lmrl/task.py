@@ -12,6 +12,7 @@ import itertools
 import inspect
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -48,6 +49,21 @@ def recipe_key(recipe) -> str:
     content = {k: v for k, v in OmegaConf.to_container(recipe, resolve=True).items() if k not in OUTPUT_NEUTRAL}
     config = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
     return f"{config}-{digest.hexdigest()[:8]}"
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, kept beside it (`<name>.sha256`, recomputed when the file is newer)."""
+    sidecar = path.with_name(path.name + ".sha256")
+    if sidecar.exists() and sidecar.stat().st_mtime >= path.stat().st_mtime:
+        return sidecar.read_text().strip()
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    tmp = sidecar.with_name(f"{sidecar.name}.{os.getpid()}")
+    tmp.write_text(digest.hexdigest())
+    os.replace(tmp, sidecar)  # atomic: concurrent runs write the same digest
+    return digest.hexdigest()
 
 
 def generator_sources(module) -> list[Path]:
@@ -101,6 +117,19 @@ class Task:
         if self.cfg.data.path:
             return Path(self.cfg.data.path)
         return self._cached(self.cfg.data.recipe)
+
+    def dataset_aliases(self) -> list[str]:
+        """Names of other cached dataset files of this task with the same bytes as this one (a generator edit
+        that changed no episode gives a new file name, not new data), so stages trained on them can be reused."""
+        path = self.dataset_path()
+        if self.cfg.data.path:
+            return []
+        size = path.stat().st_size
+        same_size = [p for p in sorted(path.parent.glob("*.jsonl")) if p != path and p.stat().st_size == size]
+        if not same_size:
+            return []
+        digest = file_digest(path)
+        return [p.name for p in same_size if file_digest(p) == digest]
 
     def heldout_episodes(self, n: int) -> list[Episode]:
         """`n` episodes no run trains on, for measuring critics: the recipe with another seed (its own

@@ -439,6 +439,32 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     assert (got["ppo"].algo.rounds, got["ppo"].algo.bc.steps, got["ppo"].algo.bc.batch_size) == (3, 4800, 32)
 
 
+def test_turn_level_columns_start_from_their_rows_bc_stage():
+    """Group PG runs the PO maze pilot's budget (20 rounds of 64 episodes, 16 steps of 32 a round) on every row, and
+    SWEET-RL its budget (critic 200 x 4, actor 900 x 16) where it runs, each from the same BC stage (budget and data)
+    as the row's MC cell, so the columns compare methods, not stages."""
+    from launchers.sweep import plan
+
+    tasks = {"twenty_questions", "guess", "car_dealer", "maze_fo", "maze_po", "text_nav_fo", "text_nav_po", "wordle",
+             "chess", "endgames"}
+    sweep = plan("table2_small", [], {"task": tasks, "algo": {"mc", "sweet", "group_pg"}, "seed": {"0"}})
+    got = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
+    for task in tasks:
+        stage = got[task, "mc"]
+        for algo in ("sweet", "group_pg"):
+            if (task, algo) not in got:  # skipped: the table prints why
+                assert algo in sweep.spec["skip"][task], (task, algo)
+                continue
+            cfg = got[task, algo]
+            assert (cfg.algo.bc.steps, cfg.algo.bc.batch_size) == (stage.algo.bc.steps, stage.algo.bc.batch_size), task
+            assert cfg.task.data.recipe.episodes == stage.task.data.recipe.episodes, task
+        pg = got[task, "group_pg"].algo
+        assert (pg.rounds, pg.episodes_per_round, pg.max_steps_per_round, pg.batch_size) == (20, 64, 16, 32), task
+        if (task, "sweet") in got:
+            sweet = got[task, "sweet"].algo
+            assert (sweet.steps, sweet.batch_size, sweet.critic_stage.steps) == (900, 16, 200), task
+
+
 def test_unknown_experiment_lists_the_valid_ones():
     from launchers.sweep import plan
 

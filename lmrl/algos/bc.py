@@ -359,13 +359,22 @@ def lm_policy(model, tokenizer, task, eval_cfg, seed: int, logits_hook=None) -> 
 def cached_stage(task, kind: str, key: dict, what: str, build) -> Path:
     """A training stage trained once and cached under `<cache>/<kind>/<task>/<hash of key>`; concurrent
     sweep jobs train it once.  `build(partial, tmp)` trains (checkpointing under `partial`, so a killed run
-    resumes the stage instead of retraining it) and writes the finished stage to `tmp` (main process)."""
-    blob = json.dumps(key, sort_keys=True, default=str)
-    path = task.cache_dir / kind / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
+    resumes the stage instead of retraining it) and writes the finished stage to `tmp` (main process).
+
+    A key's `data` is the dataset's file name; a stage cached under another name of the same bytes
+    (`Task.dataset_aliases`: the generator's code changed, its episodes did not) is reused."""
+    path = stage_path(task, kind, key)
     with file_lock(task.cache_dir / "locks" / f"{kind}_{task.name}_{path.name}.lock"):
         if broadcast_object((path / "config.json").exists()):
             log.info("reusing the cached %s %s", what, path)
             return path
+        if "data" in key:
+            for alias in task.dataset_aliases():
+                same = stage_path(task, kind, {**key, "data": alias})
+                if broadcast_object((same / "config.json").exists()):
+                    log.info("reusing the cached %s %s (trained on %s, the same bytes as %s)", what, same, alias,
+                             key["data"])
+                    return same
         log.info("training the %s (cached afterwards in %s)", what, path)
         partial = path.with_name(path.name + ".partial")
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -375,6 +384,11 @@ def cached_stage(task, kind: str, key: dict, what: str, build) -> Path:
             shutil.rmtree(partial, ignore_errors=True)
         barrier()
     return path
+
+
+def stage_path(task, kind: str, key: dict) -> Path:
+    blob = json.dumps(key, sort_keys=True, default=str)
+    return task.cache_dir / kind / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int) -> Path:

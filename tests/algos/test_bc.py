@@ -1,6 +1,7 @@
 """BC loss by hand, the %BC filter, and typed-config validation."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -106,6 +107,46 @@ def test_a_cached_stage_is_built_once_and_its_partial_checkpoints_removed(tmp_pa
     assert (first / "config.json").exists() and first.parent == tmp_path / "bc" / "maze_fo"
     assert not first.with_name(first.name + ".partial").exists() and not built[0].exists()
     assert cached_stage(task, "bc", {"seed": 1}, "BC stage", build) != first and len(built) == 2  # another key
+
+
+def test_a_stage_cached_on_the_same_bytes_under_another_dataset_name_is_reused(tmp_path):
+    """A generator edit that changes no episode renames the dataset file (its key hashes the generator's code): a
+    BC stage trained on the old file is reused for the new one when the bytes are equal, and only then."""
+    import shutil
+
+    from hydra import compose, initialize_config_dir
+
+    from lmrl.algos.bc import cached_stage, stage_path
+    from lmrl.task import Task
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(Path(__file__).parents[2] / "conf")):
+        cfg = compose("train", overrides=["task=maze_fo", "task.data.recipe.episodes=20"])
+    task = Task(cfg.task, tmp_path)
+    data = task.dataset_path()
+    old = data.with_name("000000000000-00000000.jsonl")  # the same episodes under an older generator's name
+    shutil.copy(data, old)
+    other = data.with_name("111111111111-11111111.jsonl")  # as long, other bytes
+    other.write_bytes(data.read_bytes()[::-1])
+    assert task.dataset_aliases() == [old.name]
+
+    built = []
+
+    def build(partial, tmp):
+        built.append(tmp)
+        tmp.mkdir(parents=True)
+        (tmp / "config.json").write_text("{}")
+
+    key = {"data": data.name, "seed": 0}
+    for name in (old.name, other.name):
+        stage = stage_path(task, "bc", {**key, "data": name})
+        stage.mkdir(parents=True)
+        (stage / "config.json").write_text("{}")
+    assert cached_stage(task, "bc", key, "BC stage", build) == stage_path(task, "bc", {**key, "data": old.name})
+    assert not built
+    old.write_bytes(data.read_bytes().replace(b"move", b"mvoe"))  # the old file changed: its stage no longer applies
+    old.touch()
+    assert task.dataset_aliases() == []
+    assert cached_stage(task, "bc", key, "BC stage", build) == stage_path(task, "bc", key) and len(built) == 1
 
 
 def test_merged_sequences_are_drawn_in_proportion_to_their_counts():

@@ -150,6 +150,35 @@ def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_
     assert any(not torch.equal(a, b) for a, b in zip(weights(trainer), before))
 
 
+def test_candidates_are_scored_in_chunks_of_whole_states_with_the_same_scores(built):
+    """The scorers run at most SCORE_ROWS candidate rows a pass (memory): chunks never split a state's rows, and
+    chunked scores equal one pass over all rows."""
+    from lmrl.algos.sweet_critic import chunked_scores, continuation_scores, owner_chunks
+    from lmrl.models.fused import fast_lm
+
+    assert owner_chunks([0, 0, 0, 1, 1, 2, 2, 2, 2, 3], 4) == [(range(0, 1), range(0, 3)), (range(1, 2), range(3, 5)),
+                                                              (range(2, 3), range(5, 9)), (range(3, 4), range(9, 10))]
+    assert owner_chunks([0, 0, 0, 0, 0, 0, 1, 2], 4) == [(range(0, 1), range(0, 6)), (range(1, 3), range(6, 8))]
+    with pytest.raises(ValueError, match="grouped"):
+        owner_chunks([0, 1, 0], 4)
+    task, model, tokenizer, _ = built
+    encode, pad = SegmentEncoder(tokenizer), tokenizer.pad_token_id
+    episodes = list(task.episodes())[:5]
+    prefixes = [[t for seg in ep.turns[:3] for t in encode(seg.text)] for ep in episodes]  # unequal lengths
+    replies = ["move up\n", "move down\n", "move left\n", "go\n"]
+    owner = [p for p in range(5) for _ in replies[: 1 + p % 4]]
+    conts = [list(encode(replies[r])) for p in range(5) for r in range(1 + p % 4)]
+    lm = fast_lm(model.eval())
+
+    def mean_logp(pre, own, cont, pad_id):
+        logp, mask = continuation_scores(lm, pre, own, cont, pad_id)
+        return ((logp * mask).sum(1) / mask.sum(1)).tolist()
+
+    whole = chunked_scores(mean_logp, prefixes, owner, conts, pad, max_rows=len(owner))
+    assert len(owner_chunks(owner, 3)) > 2
+    assert np.allclose(chunked_scores(mean_logp, prefixes, owner, conts, pad, max_rows=3), whole, atol=1e-5)
+
+
 def test_the_oracle_critic_credits_the_shortest_way_at_the_true_position(built):
     """+1 a move that shortens the way to the goal (8, 6), 0 another move (a wall included), -1 no move; read
     from the true position, whatever the prefix says."""
