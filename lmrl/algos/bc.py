@@ -26,7 +26,7 @@ from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, episode_to_sequences, has_decision
 from lmrl.checkpoint import Checkpointer
 from lmrl.tracking import StageLogger
-from lmrl.utils import file_lock
+from lmrl.utils import file_lock, release_memory
 from lmrl.dist import OptimConfig, all_mean, barrier, broadcast_object, is_main, rank, world_size, write_step
 from lmrl.envs.base import Episode
 from lmrl.models.factory import model_max_length
@@ -379,6 +379,7 @@ def cached_stage(task, kind: str, key: dict, what: str, build) -> Path:
         partial = path.with_name(path.name + ".partial")
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         build(partial, tmp)
+        release_memory()  # the stage's activations and optimizer: the run goes on in this process
         if is_main():
             os.replace(tmp, path)
             shutil.rmtree(partial, ignore_errors=True)

@@ -45,6 +45,7 @@ from lmrl.dist import is_main
 from lmrl.models.factory import model_max_length
 from lmrl.rollout.candidates import sample_candidates
 from lmrl.rollout.policy import end_turn, prompt_ids
+from lmrl.utils import release_memory
 
 log = logging.getLogger(__name__)
 MODES = ("turn", "trajectory_dpo")
@@ -149,6 +150,7 @@ class SweetTrainer(PairTrainer):
                        disable=not is_main())
         for start in batches:
             seqs += self.paired_candidates(policy, scorer, states[start : start + cfg.score_batch_size], rng, counts)
+            release_memory()  # each batch's KV caches: freed, and handed back rather than kept by the heap
         if not seqs:
             raise ValueError(f"{task.name}: no candidate pairs (all candidates tied); raise turn_fraction or candidates")
         self.stats.update({"sweet/turns": counts["turns"], "sweet/pairs": counts["pairs"],
