@@ -12,7 +12,6 @@ import itertools
 import inspect
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Iterator
 
@@ -25,7 +24,7 @@ from lmrl.data.jsonl import write_episodes
 from lmrl.data.stats import dataset_stats, format_stats_table
 from lmrl.envs.base import Episode, TextEnv
 from lmrl.scoring import normalize
-from lmrl.utils import file_lock
+from lmrl.utils import atomic_write_text, file_lock
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +59,7 @@ def file_digest(path: Path) -> str:
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
-    tmp = sidecar.with_name(f"{sidecar.name}.{os.getpid()}")
-    tmp.write_text(digest.hexdigest())
-    os.replace(tmp, sidecar)  # atomic: concurrent runs write the same digest
+    atomic_write_text(sidecar, digest.hexdigest())  # concurrent runs write the same digest
     return digest.hexdigest()
 
 
