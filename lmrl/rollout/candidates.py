@@ -56,6 +56,9 @@ def continue_prefixes(model: torch.nn.Module, prefixes: Sequence[Sequence[int]],
     ids, mask = ids.to(device), mask.to(device)
     width = ids.shape[1]
     positions = rows.next_pos[:, None] + torch.arange(width, device=device)[None]
+    # Padding after a short continuation sits at its prefix's next position (any valid one: it is masked), so a
+    # long prefix with a short continuation never indexes past the model's positions because another row is long.
+    positions = torch.where(mask.bool(), positions, rows.next_pos[:, None])
     out = model(input_ids=ids, attention_mask=torch.cat([rows.attn, mask], dim=-1), position_ids=positions,
                 past_key_values=rows.past, use_cache=True)
     return rows.logits, out, ids, mask.bool()

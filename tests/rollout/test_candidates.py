@@ -69,3 +69,22 @@ def test_a_value_head_reads_each_continuation_after_its_prefix():
             ids = torch.tensor([p + cont])
             full = value(ids, torch.ones_like(ids)).v[0, -1]
             torch.testing.assert_close(out.v[r, len(cont) - 1], full, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_full_length_prefix_with_a_short_continuation_beside_a_long_one(fused):
+    """Padding after a short continuation must not push positions past the model's: a prefix that leaves room for its
+    own one-token continuation only, scored in one pass with a short prefix and a long continuation (Car Dealer)."""
+    model, tok = tiny()
+    scorer = fast_lm(model) if fused else model
+    limit = model.config.n_positions
+    short, long = tok(" up\n")["input_ids"][:1], tok("move down move left\n")["input_ids"]
+    assert len(long) > 2
+    full = (tok(PROMPTS[2])["input_ids"] * limit)[: limit - len(short)]
+    prefixes, conts = [full, tok(PROMPTS[0])["input_ids"]], [short, long]
+    first, out, ids, mask = continue_prefixes(scorer, prefixes, [0, 1], conts, tok.pad_token_id)
+    logp = continuation_logprobs(first, out.logits, ids)
+    with torch.no_grad():
+        for r in range(2):
+            torch.testing.assert_close(logp[r, : len(conts[r])], teacher_forced(model, prefixes[r], conts[r]),
+                                       atol=1e-4, rtol=0)
