@@ -19,6 +19,7 @@ A dry run also prints each cell's tokens, FLOPs, GPU-hours and peak memory per p
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -286,6 +287,33 @@ def choose_launcher(requested: str) -> str:
     return requested
 
 
+def check_critics(sweep: Sweep) -> int:
+    """The trained critics of the sweep's finished SWEET-RL cells on pairs their stage never drew
+    (`lmrl.algos.sweet_critic.check_config`; measured once per critic, kept beside it)."""
+    from lmrl.algos.sweet_critic import check_config
+
+    rows = []
+    for cell in sweep.cells:
+        if cell.algo == "sweet" and cell.done:
+            rows.append({"cell": cell.label, "digest": cell.digest, **check_config(sweep.configs[cell.name])})
+            print(json.dumps(rows[-1]), flush=True)
+    if not rows:
+        print("no finished SWEET-RL cells in the plan")
+        return 1
+    out = ROOT / "results" / "critic_checks" / f"{sweep.experiment}.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists():  # an --only subset replaces its own cells' rows and keeps the others
+        with out.open() as f:
+            rows = [r for r in csv.DictReader(f) if r["cell"] not in {row["cell"] for row in rows}] + rows
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    with out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, keys)
+        writer.writeheader()
+        writer.writerows(sorted(rows, key=lambda r: r["cell"]))
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", help="experiment=<name> (a file in conf/experiment/)")
@@ -297,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="log every run to one W&B group (default: sweep.wandb)")
     parser.add_argument("--runs-dir", type=Path, help="run directories (default: outputs/sweeps/<experiment>)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and its cost, and stop")
+    parser.add_argument("--check-critics", action="store_true",
+                        help="SWEET-RL cells with a record: their critics on held-out pairs, written to "
+                             "results/critic_checks/<experiment>.csv, and stop")
     sizing.add_arguments(parser)
     args = parser.parse_args(argv)
     experiment = args.experiment.removeprefix("experiment=").removeprefix("+experiment=")
@@ -312,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_costs:
             print(sizing.report(sweep, args, args.launcher or sweep.spec.get("launcher", "local")))
         return 0  # a dry run leaves plan.json (the last run's per-cell status and times) as it is
+    if args.check_critics:
+        return check_critics(sweep)
     whole = plan(experiment, args.overrides, {}, lenient=True) if args.only else None
     write_plan(sweep, whole)
     group = f"{sweep.experiment}" if use_wandb else None

@@ -359,7 +359,8 @@ def lm_policy(model, tokenizer, task, eval_cfg, seed: int, logits_hook=None) -> 
 def cached_stage(task, kind: str, key: dict, what: str, build) -> Path:
     """A training stage trained once and cached under `<cache>/<kind>/<task>/<hash of key>`; concurrent
     sweep jobs train it once.  `build(partial, tmp)` trains (checkpointing under `partial`, so a killed run
-    resumes the stage instead of retraining it) and writes the finished stage to `tmp` (main process).
+    resumes the stage instead of retraining it) and writes the finished stage to `tmp` (main process); `build=None`:
+    the stage must be cached already.
 
     A key's `data` is the dataset's file name; a stage cached under another name of the same bytes
     (`Task.dataset_aliases`: the generator's code changed, its episodes did not) is reused."""
@@ -375,6 +376,8 @@ def cached_stage(task, kind: str, key: dict, what: str, build) -> Path:
                     log.info("reusing the cached %s %s (trained on %s, the same bytes as %s)", what, same, alias,
                              key["data"])
                     return same
+        if build is None:
+            raise FileNotFoundError(f"no cached {what} at {path} (train it first: run the cell)")
         log.info("training the %s (cached afterwards in %s)", what, path)
         partial = path.with_name(path.name + ".partial")
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -392,8 +395,9 @@ def stage_path(task, kind: str, key: dict) -> Path:
     return task.cache_dir / kind / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int) -> Path:
-    """The BC stage RL starts from: trained once, cached by (dataset, model, BC config, seed, precision)."""
+def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int, train: bool = True) -> Path:
+    """The BC stage RL starts from: trained once, cached by (dataset, model, BC config, seed, precision);
+    `train=False`: it must be cached already."""
     key = {"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
            "bc": dataclasses.asdict(cfg), "seed": seed, "precision": engine.precision}
     if task.moves_per_sequence != 1:  # only then: keys from before the option stay valid
@@ -405,14 +409,14 @@ def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: i
         trainer.fit()
         trainer.engine.save(tmp, tokenizer)
 
-    return cached_stage(task, "bc", key, "BC stage", build)
+    return cached_stage(task, "bc", key, "BC stage", build if train else None)
 
 
-def start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed: int) -> Path:
+def start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed: int, train: bool = True) -> Path:
     """Where an RL stage starts: `cfg.init_from` if given, else the cached BC stage of `cfg.bc`."""
     if cfg.init_from:
         return Path(cfg.init_from)
-    return bc_checkpoint(cfg.bc, task, engine, model, tokenizer, logger, seed)
+    return bc_checkpoint(cfg.bc, task, engine, model, tokenizer, logger, seed, train)
 
 
 class FilteredBCTrainer(BCTrainer):

@@ -18,12 +18,14 @@ that gives none.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from hydra.utils import get_method
@@ -35,6 +37,7 @@ from lmrl.algos.bc import BCConfig, lm_policy, start_checkpoint
 from lmrl.algos.privileged import TaskInfo, render, task_info_for
 from lmrl.algos.sweet_critic import (
     SCORERS, CriticConfig, OracleScorer, PairTrainer, critic_checkpoint, load_lm, setup_offline, trajectory_items,
+    cached_unseen_health,
 )
 from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, TurnPairs, prefixed
 from lmrl.algos.turn_losses import candidate_pairs
@@ -76,6 +79,8 @@ class SweetConfig(OptimFields):
     score_batch_size: int = 64
     # A trained critic directory to use instead of the (cached) critic stage.
     critic_from: str | None = None
+    # Held-out trajectory pairs the trained critic is checked on (a quarter on windowed tasks; 0 = none).
+    unseen_pairs: int = 128
     critic_stage: CriticConfig = field(default_factory=CriticConfig)
     init_from: str | None = None
     bc: BCConfig = field(default_factory=BCConfig)
@@ -168,6 +173,8 @@ class SweetTrainer(PairTrainer):
         trained = critic_dir / "critic_metrics.json"
         if trained.exists():  # the critic stage's own fit (absent for a user's critic_from)
             self.stats = {f"sweet/critic_{k}": v for k, v in json.loads(trained.read_text()).items()}
+            health = cached_unseen_health(cfg, self.task, self.tokenizer, self.engine, self.seed, critic_dir, self.bc_dir)
+            self.stats.update({f"sweet/critic_{k}": v for k, v in health.items()})
         return SCORERS[cfg.critic](critic_dir, self.bc_dir, cfg.critic_stage.beta, self.engine)
 
     def pick_turns(self, rng: random.Random) -> dict[int, list[int]]:
@@ -183,18 +190,18 @@ class SweetTrainer(PairTrainer):
             picked.setdefault(e, []).append(k)
         return picked
 
-    def turn_state(self, policy, history, context: str | None) -> tuple[list[int], list[int]]:
-        """(the actor's prompt, the critic's prefix: c then the same history window) at one dataset turn."""
+    def turn_state(self, policy, history, context: str | None) -> tuple[list[int], list[int], list[int]]:
+        """(the actor's prompt, `c`'s tokens, the critic's history window after `c`) at one dataset turn."""
         prompt = policy.prompt_ids(history)
         if context is None:
-            return prompt, prompt
+            return prompt, [], prompt
         c = list(policy.encode(context))
-        return prompt, c + prompt_ids(history, policy.window, policy.encode, policy.max_input_tokens - len(c))
+        return prompt, c, prompt_ids(history, policy.window, policy.encode, policy.max_input_tokens - len(c))
 
     def paired_candidates(self, policy, scorer, states, rng: random.Random, counts: dict) -> list[TokenSequence]:
-        """Sample, score and pair candidates at these states (prompt, critic prefix, true state): two sequences
-        (prompt + turn) per pair."""
-        prompts = [p for p, _, _ in states]
+        """Sample, score and pair candidates at these states (prompt, c, the critic's history window, true state):
+        two sequences (prompt + turn) per pair."""
+        prompts = [p for p, _, _, _ in states]
         rows = sample_candidates(policy.model, prompts, self.cfg.candidates, policy.stop_mask,
                                  self.tokenizer.pad_token_id, policy.max_new_tokens, self.cfg.temperature,
                                  policy.sampling_generator())
@@ -202,10 +209,12 @@ class SweetTrainer(PairTrainer):
                  for turn in rows]
         owner = [s for s, turn in enumerate(texts) for _ in turn]
         conts = [list(policy.encode(t)) for turn in texts for t in turn]
-        flat = scorer.scores([c for _, c, _ in states], owner, conts, self.tokenizer.pad_token_id,
-                             [t for _, _, t in states])
+        ends = list(itertools.accumulate(len(turn) for turn in texts))
+        longest = [max(len(c) for c in conts[end - len(turn) : end]) for turn, end in zip(texts, ends)]
+        prompts, prefixes = fit_states(states, longest, self.max_length)
+        flat = scorer.scores(prefixes, owner, conts, self.tokenizer.pad_token_id, [t for _, _, _, t in states])
         out, start = [], 0
-        for (prompt, _, _), turn in zip(states, texts):
+        for prompt, turn in zip(prompts, texts):
             scores, cands = flat[start : start + len(turn)], conts[start : start + len(turn)]
             start += len(turn)
             for hi, lo in candidate_pairs(scores, self.cfg.pairs_per_turn, rng):
@@ -213,6 +222,22 @@ class SweetTrainer(PairTrainer):
             counts["turns"], counts["candidates"] = counts["turns"] + 1, counts["candidates"] + len(turn)
         counts["pairs"] += len(out) // 2
         return out
+
+
+def fit_states(states, longest: Sequence[int], max_length: int) -> tuple[list[list[int]], list[list[int]]]:
+    """(actor prompts, critic prefixes) left-trimmed so each state's longest candidate still fits in `max_length`.
+
+    A re-encoded candidate can run a token or two past `max_new_tokens` (the newline `end_turn` appends), and the
+    prompts were cut for `max_new_tokens`: the history loses its oldest tokens, `c` (before it) is never cut."""
+    prompts, prefixes = [], []
+    for (prompt, c, window, _), n in zip(states, longest):
+        room = max_length - n
+        if len(c) >= room:
+            raise ValueError(f"c is {len(c)} tokens, more than the {room} left for it and its history beside a "
+                             f"{n}-token candidate (max length {max_length})")
+        prompts.append(prompt[max(0, len(prompt) - room):])
+        prefixes.append(c + window[max(0, len(window) - (room - len(c))):])
+    return prompts, prefixes
 
 
 def oracle_scorer(infos: dict[str, TaskInfo], task_name: str, tokenizer) -> OracleScorer:

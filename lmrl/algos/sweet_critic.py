@@ -38,6 +38,7 @@ from lmrl.models.fused import fast_lm
 from lmrl.models.value import ValueModel
 from lmrl.rollout.candidates import continuation_logprobs, continue_prefixes
 from lmrl.tracking import StageLogger
+from lmrl.utils import atomic_write_text
 
 log = logging.getLogger(__name__)
 AGGREGATES = ("sum", "mean")
@@ -110,16 +111,11 @@ def setup_offline(trainer, model: torch.nn.Module, items, curves: bool = False) 
 def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_context: bool, rule, n_pairs: int,
                      sample_turns: int, exact: bool, chunk: int, seed: int, nll_coef: float = 0.0,
                      aggregate: str = "sum", kl_coef: float = 0.0, pairing: str = "best",
-                     normalize: str = "none") -> TrajectoryPairs:
-    """The dataset's trajectory pairs (`n_pairs` drawn at random), each trajectory tokenized with its `c`."""
-    returns, keys = [], []  # one streaming pass: the episodes themselves are not kept
-    for ep in task.episodes():
-        returns.append(ep.total_return)
-        keys.append(info.task_key(ep))
-    pairs = balanced(trajectory_pairs(returns, keys, pairing), keys, n_pairs, random.Random(f"sweet-pairs:{seed}"))
-    if not pairs:
-        raise ValueError(f"{task.name}: no two attempts at one task with different returns; SWEET-RL needs several "
-                         "attempts per task (for generated tasks: task.data.recipe.attempts_per_task)")
+                     normalize: str = "none", pairs: list[tuple[int, int]] | None = None) -> TrajectoryPairs:
+    """The dataset's trajectory pairs (`n_pairs` drawn at random, or the dataset-index `pairs` given), each
+    trajectory tokenized with its `c`."""
+    if pairs is None:
+        pairs = drawn_pairs(task, info, n_pairs, pairing, seed)[0]
     used = sorted({t for p in pairs for t in p})
     local = {t: k for k, t in enumerate(used)}
     episodes = [ep for i, ep in enumerate(task.episodes()) if i in local]
@@ -130,6 +126,30 @@ def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_cont
     return TrajectoryPairs(source, source.offsets, [(local[a], local[b]) for a, b in pairs], rule, sample_turns, exact,
                            chunk, tokenizer.pad_token_id, seed, nll_coef, aggregate, kl_coef,
                            task_moves(task, tokenizer) if normalize == "actions" else None)
+
+
+def drawn_pairs(task, info: TaskInfo, n_pairs: int, pairing: str, seed: int) -> tuple[list, list, list]:
+    """(the critic stage's `n_pairs` pairs drawn at random, every pair of the dataset, each episode's task key)."""
+    returns, keys = [], []  # one streaming pass: the episodes themselves are not kept
+    for ep in task.episodes():
+        returns.append(ep.total_return)
+        keys.append(info.task_key(ep))
+    every = trajectory_pairs(returns, keys, pairing)
+    pairs = balanced(every, keys, n_pairs, random.Random(f"sweet-pairs:{seed}"))
+    if not pairs:
+        raise ValueError(f"{task.name}: no two attempts at one task with different returns; SWEET-RL needs several "
+                         "attempts per task (for generated tasks: task.data.recipe.attempts_per_task)")
+    return pairs, every, keys
+
+
+def unseen_pairs(every: list[tuple[int, int]], drawn: list[tuple[int, int]], keys: list, n: int,
+                 rng: random.Random) -> tuple[list[tuple[int, int]], bool]:
+    """Up to `n` pairs of `every` outside `drawn`, and whether their tasks are unseen too: from tasks with no drawn
+    pair when any are left (Car Dealer's buyers, a dialogue task's secrets), else from the drawn tasks (the maze's
+    25 starts are all drawn)."""
+    seen_tasks, seen = {keys[a] for a, _ in drawn}, set(drawn)
+    fresh = [p for p in every if keys[p[0]] not in seen_tasks]
+    return balanced(fresh or [p for p in every if p not in seen], keys, n, rng), bool(fresh)
 
 
 def task_moves(task, tokenizer) -> list[list[int]]:
@@ -209,8 +229,62 @@ class CriticStage(PairTrainer):
                        Path(directory) / "value_head.pt")
 
 
-def critic_checkpoint(cfg, task, engine, tokenizer, logger, seed: int, bc_dir: Path) -> Path:
-    """The critic stage of a `SweetConfig`: trained once, cached by (dataset, BC stage, critic config, c, seed)."""
+# Held-out pairs the critic is checked on once trained (its stage's own pairs measure only the fit).
+UNSEEN_PAIRS = 128
+
+
+@torch.no_grad()
+def unseen_pair_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Path, bc_dir: Path,
+                       n: int = UNSEEN_PAIRS) -> dict:
+    """The trained critic (of a `SweetConfig`) on trajectory pairs its stage never drew: Bradley–Terry loss,
+    the share it orders as the returns do, and the mean score margin; `fresh_tasks` says whether the pairs' tasks
+    are unseen too (else the pairs are).  Every turn scored (exact trajectory scores)."""
+    st, head = cfg.critic_stage, cfg.critic == "head"
+    info = task_info_for(cfg.task_info, task.name)
+    lm = load_lm(critic_dir)
+    max_length, model = model_max_length(lm), lm
+    if head:
+        model = ValueModel(lm, 0, True)
+        model.v_head.load_state_dict(torch.load(Path(critic_dir) / "value_head.pt", map_location="cpu"))
+    model = engine.prepare_frozen(model)
+    reference = None if head else engine.prepare_frozen(load_lm(bc_dir))
+    drawn, every, keys = drawn_pairs(task, info, st.pairs or st.steps * st.batch_size, st.pairing, seed)
+    pairs, fresh = unseen_pairs(every, drawn, keys, n, random.Random(f"sweet-unseen:{seed}"))
+    if not pairs:
+        return {"unseen_pairs": 0}
+    items = trajectory_items(task, info, tokenizer, max_length, cfg.privileged,
+                             HeadValue() if head else LogRatio(st.beta, "mean"), 0, 0, False, cfg.score_batch_size,
+                             seed, aggregate=st.aggregate, pairing=st.pairing, normalize=st.normalize, pairs=pairs)
+    per_batch = 1 if task.history_window is not None else 8  # windowed: a trajectory is up to ~100 sequences
+    totals, count = {"bt_loss": 0.0, "pair_accuracy": 0.0, "margin": 0.0}, 0
+    for start in range(0, len(items), per_batch):
+        ids = list(range(start, min(len(items), start + per_batch)))
+        loss, logs = items.loss(model, reference, engine.to_device(items.collate(ids, 0)))
+        for key, value in (("bt_loss", loss), ("pair_accuracy", logs["pair_accuracy"]), ("margin", logs["margin"])):
+            totals[key] += float(value) * len(ids)
+        count += len(ids)
+    return {f"unseen_{k}": v / count for k, v in totals.items()} | {"unseen_pairs": count, "unseen_fresh_tasks": fresh}
+
+
+def cached_unseen_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Path, bc_dir: Path) -> dict:
+    """`unseen_pair_health` on `cfg.unseen_pairs` pairs (a quarter on windowed tasks), measured once per critic and
+    kept beside it."""
+    n = cfg.unseen_pairs if task.history_window is None else cfg.unseen_pairs // 4
+    if n < 1 or cfg.critic not in SCORERS:
+        return {}
+    path = Path(critic_dir) / f"unseen_pairs_{n}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    health = unseen_pair_health(cfg, task, tokenizer, engine, seed, critic_dir, bc_dir, n)
+    if is_main():
+        atomic_write_text(path, json.dumps(health, indent=2))
+    log.info("SWEET critic on %d unseen pairs: %s", health.get("unseen_pairs", 0), health)
+    return health
+
+
+def critic_checkpoint(cfg, task, engine, tokenizer, logger, seed: int, bc_dir: Path, train: bool = True) -> Path:
+    """The critic stage of a `SweetConfig`: trained once, cached by (dataset, BC stage, critic config, c, seed);
+    `train=False`: it must be cached already."""
     if cfg.critic_from:
         return Path(cfg.critic_from)
     info = task_info_for(cfg.task_info, task.name)
@@ -227,7 +301,7 @@ def critic_checkpoint(cfg, task, engine, tokenizer, logger, seed: int, bc_dir: P
                 stage.save(tmp)
                 (tmp / "critic_metrics.json").write_text(json.dumps(metrics, indent=2))
 
-    return cached_stage(task, "sweet_critic", key, "SWEET critic", build)
+    return cached_stage(task, "sweet_critic", key, "SWEET critic", build if train else None)
 
 
 # -- scoring candidate turns with a trained critic ------------------------------------------------------------
@@ -320,3 +394,37 @@ class OracleScorer:
 
 # The learned critics, built from (critic_dir, bc_dir, beta, engine); `oracle` is built by the actor.
 SCORERS = {"lm": RatioScorer, "head": HeadScorer}
+
+
+def check_config(cfg) -> dict:
+    """`unseen_pair_health` of the critic behind a SWEET-RL run's config (its BC and critic stages must be cached):
+    what a run made before the check existed would have logged."""
+    from hydra.utils import instantiate
+
+    from lmrl.algos.base import typed_config
+    from lmrl.algos.bc import start_checkpoint
+    from lmrl.algos.sweet import SweetConfig
+    from lmrl.task import Task
+    from lmrl.tracking import NullLogger
+
+    algo = typed_config(SweetConfig, cfg.algo)
+    if algo.critic not in SCORERS or algo.mode != "turn" or algo.critic_from:
+        raise ValueError(f"no critic stage to check (critic={algo.critic}, mode={algo.mode}, "
+                         f"critic_from={algo.critic_from})")
+    task = Task(cfg.task, cfg.cache_dir)
+    model, tokenizer = instantiate(cfg.model, corpus=task.texts)
+    engine = instantiate(cfg.hardware.engine)
+    bc_dir = start_checkpoint(algo, task, engine, model, tokenizer, NullLogger(), cfg.seed, train=False)
+    critic_dir = critic_checkpoint(algo, task, engine, tokenizer, NullLogger(), cfg.seed, bc_dir, train=False)
+    return {"task": task.name, "seed": cfg.seed, "privileged": algo.privileged, "critic": algo.critic,
+            **cached_unseen_health(algo, task, tokenizer, engine, cfg.seed, critic_dir, bc_dir)}
+
+
+if __name__ == "__main__":  # python -m lmrl.algos.sweet_critic RUN_DIR... (each a finished run's directory)
+    import sys
+
+    from omegaconf import OmegaConf
+
+    logging.basicConfig(level=logging.INFO)
+    for run in sys.argv[1:]:
+        print(json.dumps({"run": run, **check_config(OmegaConf.load(Path(run) / "config.yaml"))}), flush=True)

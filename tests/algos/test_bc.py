@@ -107,6 +107,10 @@ def test_a_cached_stage_is_built_once_and_its_partial_checkpoints_removed(tmp_pa
     assert (first / "config.json").exists() and first.parent == tmp_path / "bc" / "maze_fo"
     assert not first.with_name(first.name + ".partial").exists() and not built[0].exists()
     assert cached_stage(task, "bc", {"seed": 1}, "BC stage", build) != first and len(built) == 2  # another key
+    # build=None (a check of a finished run's stages): the cached stage, or an error naming where it is missing
+    assert cached_stage(task, "bc", {"seed": 0}, "BC stage", None) == first
+    with pytest.raises(FileNotFoundError, match="no cached BC stage at .*bc/maze_fo"):
+        cached_stage(task, "bc", {"seed": 2}, "BC stage", None)
 
 
 def test_a_stage_cached_on_the_same_bytes_under_another_dataset_name_is_reused(tmp_path):

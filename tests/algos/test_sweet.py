@@ -4,6 +4,7 @@ end to end on PO maze and Wordle."""
 import dataclasses
 import json
 import math
+import random
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,8 +15,8 @@ from hydra import compose, initialize_config_dir
 from lmrl.algos.base import ConfigError, typed_config
 from lmrl.algos.ppo import Scored
 from lmrl.algos.privileged import maze_oracle
-from lmrl.algos.sweet import SweetConfig, oracle_scorer
-from lmrl.algos.sweet_critic import OracleScorer, task_moves
+from lmrl.algos.sweet import SweetConfig, fit_states, oracle_scorer
+from lmrl.algos.sweet_critic import OracleScorer, task_moves, unseen_pairs
 from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, context_sequences, split_turn
 from lmrl.algos.turn_losses import bradley_terry_loss
 from lmrl.data.packed import PackedSequences
@@ -148,6 +149,10 @@ def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_
     assert not violations, f"{flags}: ops mixing devices:\n{report(violations)}"
     assert torch.isfinite(torch.tensor(metrics["train_loss"]))
     assert any(not torch.equal(a, b) for a, b in zip(weights(trainer), before))
+    if flags in ([], ["algo.privileged=false"], ["algo.critic=head"], ["algo.critic_stage.normalize=actions"]):
+        # the trained critic, checked on pairs its stage never drew (maze FO: a windowed task, a quarter of 8)
+        assert metrics["sweet/critic_unseen_pairs"] == 2 and 0 <= metrics["sweet/critic_unseen_pair_accuracy"] <= 1
+        assert math.isfinite(metrics["sweet/critic_unseen_bt_loss"])
 
 
 def test_candidates_are_scored_in_chunks_of_whole_states_with_the_same_scores(built):
@@ -177,6 +182,31 @@ def test_candidates_are_scored_in_chunks_of_whole_states_with_the_same_scores(bu
     whole = chunked_scores(mean_logp, prefixes, owner, conts, pad, max_rows=len(owner))
     assert len(owner_chunks(owner, 3)) > 2
     assert np.allclose(chunked_scores(mean_logp, prefixes, owner, conts, pad, max_rows=3), whole, atol=1e-5)
+
+
+def test_unseen_pairs_come_from_tasks_the_critic_never_drew_when_there_are_any():
+    keys = ["a", "a", "a", "b", "b", "c", "c"]
+    every = [(0, 1), (0, 2), (3, 4), (5, 6)]
+    pairs, fresh = unseen_pairs(every, [(0, 1)], keys, 10, random.Random(0))
+    assert fresh and sorted(pairs) == [(3, 4), (5, 6)]  # not (0, 2): task "a" was drawn
+    pairs, fresh = unseen_pairs(every, every[:1] + every[2:], keys, 10, random.Random(0))
+    assert not fresh and pairs == [(0, 2)]  # every task drawn: the pairs that were not
+    assert unseen_pairs(every, every, keys, 10, random.Random(0)) == ([], False)
+    assert len(unseen_pairs(every, [], keys, 1, random.Random(0))[0]) == 1
+
+
+def test_states_are_trimmed_from_their_oldest_history_so_the_longest_candidate_fits():
+    """Car Dealer: a prompt cut for max_new_tokens, and a re-encoded candidate one token longer (end_turn's newline),
+    overflowed the model's 512 positions; the history gives way, c never does."""
+    c, window = [7] * 30, list(range(100, 570))  # c, then the critic's history (470)
+    prompt = list(range(1000, 1464))  # the actor's prompt, cut at 512 - 48
+    (fitted,), (prefix,) = fit_states([(prompt, c, window, None)], [49], 512)
+    assert fitted == prompt[1:] and len(fitted) + 49 == 512
+    assert prefix[:30] == c and prefix[30:] == window[-433:] and len(prefix) + 49 == 512
+    short = ([1, 2, 3], [], [1, 2, 3], None)  # unprivileged (no c), room to spare: unchanged
+    assert fit_states([short], [5], 512) == ([[1, 2, 3]], [[1, 2, 3]])
+    with pytest.raises(ValueError, match="c is 500 tokens"):
+        fit_states([(prompt, [7] * 500, window, None)], [49], 512)
 
 
 def test_the_oracle_critic_credits_the_shortest_way_at_the_true_position(built):
