@@ -396,9 +396,10 @@ class OracleScorer:
 SCORERS = {"lm": RatioScorer, "head": HeadScorer}
 
 
-def check_config(cfg) -> dict:
-    """`unseen_pair_health` of the critic behind a SWEET-RL run's config (its BC and critic stages must be cached):
-    what a run made before the check existed would have logged."""
+def check_config(cfg, train: bool = False) -> dict:
+    """`unseen_pair_health` of the critic behind a SWEET-RL run's config: what a run made before the check existed
+    would have logged.  Its BC and critic stages must be cached, or with `train` are trained (and cached) first: a
+    critic-only ablation (`algo.privileged=false`) without the actor."""
     from hydra.utils import instantiate
 
     from lmrl.algos.base import typed_config
@@ -414,17 +415,30 @@ def check_config(cfg) -> dict:
     task = Task(cfg.task, cfg.cache_dir)
     model, tokenizer = instantiate(cfg.model, corpus=task.texts)
     engine = instantiate(cfg.hardware.engine)
-    bc_dir = start_checkpoint(algo, task, engine, model, tokenizer, NullLogger(), cfg.seed, train=False)
-    critic_dir = critic_checkpoint(algo, task, engine, tokenizer, NullLogger(), cfg.seed, bc_dir, train=False)
+    bc_dir = start_checkpoint(algo, task, engine, model, tokenizer, NullLogger(), cfg.seed, train=train)
+    critic_dir = critic_checkpoint(algo, task, engine, tokenizer, NullLogger(), cfg.seed, bc_dir, train=train)
     return {"task": task.name, "seed": cfg.seed, "privileged": algo.privileged, "critic": algo.critic,
             **cached_unseen_health(algo, task, tokenizer, engine, cfg.seed, critic_dir, bc_dir)}
 
 
-if __name__ == "__main__":  # python -m lmrl.algos.sweet_critic RUN_DIR... (each a finished run's directory)
-    import sys
+def main(argv: Sequence[str] | None = None) -> None:
+    """python -m lmrl.algos.sweet_critic [--train] RUN_DIR... [key=value...]: each finished run's critic (its
+    config.yaml, with the dotted overrides) on held-out pairs, one JSON line a run."""
+    import argparse
 
     from omegaconf import OmegaConf
 
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--train", action="store_true", help="train (and cache) a missing BC or critic stage")
+    parser.add_argument("items", nargs="+", help="run directories, then overrides such as algo.privileged=false")
+    args = parser.parse_args(argv)
+    runs = [i for i in args.items if "=" not in i]
+    overrides = OmegaConf.from_dotlist([i for i in args.items if "=" in i])
+    for run in runs:
+        cfg = OmegaConf.merge(OmegaConf.load(Path(run) / "config.yaml"), overrides)
+        print(json.dumps({"run": run, **check_config(cfg, args.train)}), flush=True)
+
+
+if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
-    for run in sys.argv[1:]:
-        print(json.dumps({"run": run, **check_config(OmegaConf.load(Path(run) / "config.yaml"))}), flush=True)
+    main()

@@ -5,6 +5,8 @@ import dataclasses
 import json
 import math
 import random
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,7 +25,7 @@ from lmrl.data.packed import PackedSequences
 from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate
 from lmrl.dist import TorchEngine
 from tests.device_check import DEVICE, device_check, report
-from tests.e2e import ROOT, run_cli
+from tests.e2e import ROOT, cli_env, run_cli
 from tests.one_step import built, one_step_and_turn, weights  # noqa: F401 (fixture)
 
 
@@ -315,6 +317,25 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
+def check_a_finished_runs_critic(run, metrics: dict, cache) -> None:
+    """`python -m lmrl.algos.sweet_critic RUN_DIR`: the run's own held-out check (kept beside its critic); with
+    `algo.privileged=false` only after `--train` has trained that critic (no actor)."""
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lmrl.algos.sweet_critic", *args], cwd=ROOT, env=cli_env(cache),
+                              capture_output=True, text=True, timeout=300)
+
+    proc = cli(str(run))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["unseen_pair_accuracy"] == metrics["sweet/critic_unseen_pair_accuracy"] and got["privileged"]
+    proc = cli(str(run), "algo.privileged=false")
+    assert proc.returncode != 0 and "no cached SWEET critic" in proc.stderr
+    proc = cli("--train", str(run), "algo.privileged=false")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert not got["privileged"] and got["unseen_pairs"] == 8 and 0 <= got["unseen_pair_accuracy"] <= 1
+
+
 @pytest.mark.parametrize("task", ["maze_po", "wordle"])
 @pytest.mark.parametrize("algo", ["sweet", "group_pg"])
 def test_smoke_end_to_end(task, algo, cache, tmp_path):
@@ -328,6 +349,7 @@ def test_smoke_end_to_end(task, algo, cache, tmp_path):
         if task == "wordle":
             curve = (tmp_path / "run" / "curve.csv").read_text().splitlines()
             assert [row.split(",")[0] for row in curve[1:]] == ["2", "4"] and "normalized_score" in curve[0]
+            check_a_finished_runs_critic(tmp_path / "run", metrics, cache)
     else:
         rounds = (tmp_path / "run" / "rounds.csv").read_text().splitlines()
         assert len(rounds) == 3 and "groups" in rounds[0]
