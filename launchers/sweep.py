@@ -295,7 +295,11 @@ def check_critics(sweep: Sweep) -> int:
     rows = []
     for cell in sweep.cells:
         if cell.algo == "sweet" and cell.done:
-            rows.append({"cell": cell.label, "digest": cell.digest, **check_config(sweep.configs[cell.name])})
+            try:
+                rows.append({"cell": cell.label, "digest": cell.digest, **check_config(sweep.configs[cell.name])})
+            except FileNotFoundError as err:  # its stages were trained in another cache: nothing to check here
+                print(f"{cell.label}: {err}", flush=True)
+                continue
             print(json.dumps(rows[-1]), flush=True)
     if not rows:
         print("no finished SWEET-RL cells in the plan")
