@@ -33,6 +33,7 @@ from lmrl.algos.turn_losses import PAIRINGS, ratio_advantages, trajectory_pairs
 from lmrl.checkpoint import Checkpointer
 from lmrl.data.tokenize import SegmentEncoder
 from lmrl.dist import is_main, rank, world_size
+from lmrl.envs.base import Episode
 from lmrl.models.factory import model_max_length
 from lmrl.models.fused import fast_lm
 from lmrl.models.value import ValueModel
@@ -111,21 +112,35 @@ def setup_offline(trainer, model: torch.nn.Module, items, curves: bool = False) 
 def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_context: bool, rule, n_pairs: int,
                      sample_turns: int, exact: bool, chunk: int, seed: int, nll_coef: float = 0.0,
                      aggregate: str = "sum", kl_coef: float = 0.0, pairing: str = "best",
-                     normalize: str = "none", pairs: list[tuple[int, int]] | None = None) -> TrajectoryPairs:
+                     normalize: str = "none", pairs: list[tuple[int, int]] | None = None,
+                     fraction: float = 1.0) -> TrajectoryPairs:
     """The dataset's trajectory pairs (`n_pairs` drawn at random, or the dataset-index `pairs` given), each
-    trajectory tokenized with its `c`."""
+    trajectory tokenized with its `c` (with `fraction` < 1: only its first turns, `first_turns`)."""
     if pairs is None:
         pairs = drawn_pairs(task, info, n_pairs, pairing, seed)[0]
     used = sorted({t for p in pairs for t in p})
     local = {t: k for k, t in enumerate(used)}
-    episodes = [ep for i, ep in enumerate(task.episodes()) if i in local]
-    contexts = (lambda ep: info.contexts(ep, task.make_env)) if with_context else None
+    full = [ep for i, ep in enumerate(task.episodes()) if i in local]
+    episodes = [first_turns(ep, fraction) for ep in full]
+    # a cut episode's c: the whole episode replayed (the env checks the reply to every turn, the last kept one's too)
+    whole = {id(cut): ep for cut, ep in zip(episodes, full)}
+    contexts = (lambda ep: info.contexts(whole[id(ep)], task.make_env)[: ep.num_actions]) if with_context else None
     source = TrajectorySource(episodes, contexts, SegmentEncoder(tokenizer), task.history_window, max_length)
     log.info("%s: %d trajectory pairs over %d trajectories (%d sequences)", task.name, len(pairs), len(used),
              len(source))
     return TrajectoryPairs(source, source.offsets, [(local[a], local[b]) for a, b in pairs], rule, sample_turns, exact,
                            chunk, tokenizer.pad_token_id, seed, nll_coef, aggregate, kl_coef,
                            task_moves(task, tokenizer) if normalize == "actions" else None)
+
+
+def first_turns(episode: Episode, fraction: float) -> Episode:
+    """The episode up to its first `fraction` of agent turns (at least one), cut right after that turn: what follows
+    it (later replies, the buyer's verdict, the env's last message) is gone."""
+    if fraction >= 1:
+        return episode
+    keep = max(1, int(episode.num_actions * fraction))
+    end = [i for i, turn in enumerate(episode.turns) if turn.is_action][keep - 1] + 1
+    return dataclasses.replace(episode, turns=episode.turns[:end], rewards=episode.rewards[:end], done=False)
 
 
 def drawn_pairs(task, info: TaskInfo, n_pairs: int, pairing: str, seed: int) -> tuple[list, list, list]:
@@ -238,7 +253,9 @@ def unseen_pair_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Path
                        n: int = UNSEEN_PAIRS) -> dict:
     """The trained critic (of a `SweetConfig`) on trajectory pairs its stage never drew: Bradley–Terry loss,
     the share it orders as the returns do, and the mean score margin; `fresh_tasks` says whether the pairs' tasks
-    are unseen too (else the pairs are).  Every turn scored (exact trajectory scores)."""
+    are unseen too (else the pairs are).  Every turn scored (exact trajectory scores).  `unseen_half_*`: the same
+    pairs cut after the first half of each trajectory's turns — the outcome (a sale, a solved word) is then not in
+    the text, so ordering them needs credit for early turns, which is where `c` can help."""
     st, head = cfg.critic_stage, cfg.critic == "head"
     info = task_info_for(cfg.task_info, task.name)
     lm = load_lm(critic_dir)
@@ -252,18 +269,21 @@ def unseen_pair_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Path
     pairs, fresh = unseen_pairs(every, drawn, keys, n, random.Random(f"sweet-unseen:{seed}"))
     if not pairs:
         return {"unseen_pairs": 0}
-    items = trajectory_items(task, info, tokenizer, max_length, cfg.privileged,
-                             HeadValue() if head else LogRatio(st.beta, "mean"), 0, 0, False, cfg.score_batch_size,
-                             seed, aggregate=st.aggregate, pairing=st.pairing, normalize=st.normalize, pairs=pairs)
-    per_batch = 1 if task.history_window is not None else 8  # windowed: a trajectory is up to ~100 sequences
-    totals, count = {"bt_loss": 0.0, "pair_accuracy": 0.0, "margin": 0.0}, 0
-    for start in range(0, len(items), per_batch):
-        ids = list(range(start, min(len(items), start + per_batch)))
-        loss, logs = items.loss(model, reference, engine.to_device(items.collate(ids, 0)))
-        for key, value in (("bt_loss", loss), ("pair_accuracy", logs["pair_accuracy"]), ("margin", logs["margin"])):
-            totals[key] += float(value) * len(ids)
-        count += len(ids)
-    return {f"unseen_{k}": v / count for k, v in totals.items()} | {"unseen_pairs": count, "unseen_fresh_tasks": fresh}
+    health = {"unseen_pairs": len(pairs), "unseen_fresh_tasks": fresh}
+    for fraction, name in ((1.0, "unseen"), (0.5, "unseen_half")):
+        items = trajectory_items(task, info, tokenizer, max_length, cfg.privileged,
+                                 HeadValue() if head else LogRatio(st.beta, "mean"), 0, 0, False, cfg.score_batch_size,
+                                 seed, aggregate=st.aggregate, pairing=st.pairing, normalize=st.normalize, pairs=pairs,
+                                 fraction=fraction)
+        per_batch = 1 if task.history_window is not None else 8  # windowed: a trajectory is up to ~100 sequences
+        totals = {"bt_loss": 0.0, "pair_accuracy": 0.0, "margin": 0.0}
+        for start in range(0, len(items), per_batch):
+            ids = list(range(start, min(len(items), start + per_batch)))
+            loss, logs = items.loss(model, reference, engine.to_device(items.collate(ids, 0)))
+            for key, value in (("bt_loss", loss), ("pair_accuracy", logs["pair_accuracy"]), ("margin", logs["margin"])):
+                totals[key] += float(value) * len(ids)
+        health.update({f"{name}_{k}": v / len(items) for k, v in totals.items()})
+    return health
 
 
 def cached_unseen_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Path, bc_dir: Path) -> dict:
@@ -272,7 +292,7 @@ def cached_unseen_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Pa
     n = cfg.unseen_pairs if task.history_window is None else cfg.unseen_pairs // 4
     if n < 1 or cfg.critic not in SCORERS:
         return {}
-    path = Path(critic_dir) / f"unseen_pairs_{n}.json"
+    path = Path(critic_dir) / f"heldout_check_{n}.json"
     if path.exists():
         return json.loads(path.read_text())
     health = unseen_pair_health(cfg, task, tokenizer, engine, seed, critic_dir, bc_dir, n)

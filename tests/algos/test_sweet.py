@@ -155,6 +155,7 @@ def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_
         # the trained critic, checked on pairs its stage never drew (maze FO: a windowed task, a quarter of 8)
         assert metrics["sweet/critic_unseen_pairs"] == 2 and 0 <= metrics["sweet/critic_unseen_pair_accuracy"] <= 1
         assert math.isfinite(metrics["sweet/critic_unseen_bt_loss"])
+        assert 0 <= metrics["sweet/critic_unseen_half_pair_accuracy"] <= 1  # the pairs cut after half their turns
 
 
 def test_candidates_are_scored_in_chunks_of_whole_states_with_the_same_scores(built):
@@ -195,6 +196,19 @@ def test_unseen_pairs_come_from_tasks_the_critic_never_drew_when_there_are_any()
     assert not fresh and pairs == [(0, 2)]  # every task drawn: the pairs that were not
     assert unseen_pairs(every, every, keys, 10, random.Random(0)) == ([], False)
     assert len(unseen_pairs(every, [], keys, 1, random.Random(0))[0]) == 1
+
+
+def test_first_turns_cut_an_episode_right_after_its_kth_agent_turn():
+    from lmrl.algos.sweet_critic import first_turns
+    from lmrl.envs.base import Episode, Text
+
+    turns = [Text("hi", False), Text("a1", True), Text("r1", False), Text("a2", True), Text("r2", False),
+             Text("a3", True), Text("sold", False)]
+    ep = Episode(turns, [0, 0, 0, 0, 0, 0, 1.0], True, {"buyer": 1})
+    half = first_turns(ep, 0.5)  # 3 turns -> the first one, and nothing after it (no verdict)
+    assert [t.text for t in half.turns] == ["hi", "a1"] and half.rewards == [0, 0] and not half.done
+    assert half.info == ep.info and first_turns(ep, 1.0) is ep
+    assert [t.text for t in first_turns(ep, 0.7).turns] == ["hi", "a1", "r1", "a2"]
 
 
 def test_states_are_trimmed_from_their_oldest_history_so_the_longest_candidate_fits():
