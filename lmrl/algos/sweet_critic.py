@@ -113,32 +113,34 @@ def trajectory_items(task, info: TaskInfo, tokenizer, max_length: int, with_cont
                      sample_turns: int, exact: bool, chunk: int, seed: int, nll_coef: float = 0.0,
                      aggregate: str = "sum", kl_coef: float = 0.0, pairing: str = "best",
                      normalize: str = "none", pairs: list[tuple[int, int]] | None = None,
-                     fraction: float = 1.0) -> TrajectoryPairs:
+                     halves: bool = False) -> TrajectoryPairs:
     """The dataset's trajectory pairs (`n_pairs` drawn at random, or the dataset-index `pairs` given), each
-    trajectory tokenized with its `c` (with `fraction` < 1: only its first turns, `first_turns`)."""
+    trajectory tokenized with its `c`.  `halves`: both trajectories of a pair cut after the same number of agent
+    turns, half the shorter one's (`first_turns`): neither outcome nor length is left to tell them apart."""
     if pairs is None:
         pairs = drawn_pairs(task, info, n_pairs, pairing, seed)[0]
-    used = sorted({t for p in pairs for t in p})
-    local = {t: k for k, t in enumerate(used)}
-    full = [ep for i, ep in enumerate(task.episodes()) if i in local]
-    episodes = [first_turns(ep, fraction) for ep in full]
+    needed = {t for p in pairs for t in p}
+    full = {i: ep for i, ep in enumerate(task.episodes()) if i in needed}
+    cut = {p: max(1, min(full[p[0]].num_actions, full[p[1]].num_actions) // 2) if halves else None for p in pairs}
+    used = sorted({(t, cut[p]) for p in pairs for t in p}, key=lambda e: (e[0], e[1] or 0))
+    local = {e: k for k, e in enumerate(used)}
+    episodes = [first_turns(full[t], k) for t, k in used]
     # a cut episode's c: the whole episode replayed (the env checks the reply to every turn, the last kept one's too)
-    whole = {id(cut): ep for cut, ep in zip(episodes, full)}
+    whole = {id(ep): full[t] for ep, (t, _) in zip(episodes, used)}
     contexts = (lambda ep: info.contexts(whole[id(ep)], task.make_env)[: ep.num_actions]) if with_context else None
     source = TrajectorySource(episodes, contexts, SegmentEncoder(tokenizer), task.history_window, max_length)
     log.info("%s: %d trajectory pairs over %d trajectories (%d sequences)", task.name, len(pairs), len(used),
              len(source))
-    return TrajectoryPairs(source, source.offsets, [(local[a], local[b]) for a, b in pairs], rule, sample_turns, exact,
-                           chunk, tokenizer.pad_token_id, seed, nll_coef, aggregate, kl_coef,
-                           task_moves(task, tokenizer) if normalize == "actions" else None)
+    return TrajectoryPairs(source, source.offsets, [(local[a, cut[a, b]], local[b, cut[a, b]]) for a, b in pairs],
+                           rule, sample_turns, exact, chunk, tokenizer.pad_token_id, seed, nll_coef, aggregate,
+                           kl_coef, task_moves(task, tokenizer) if normalize == "actions" else None)
 
 
-def first_turns(episode: Episode, fraction: float) -> Episode:
-    """The episode up to its first `fraction` of agent turns (at least one), cut right after that turn: what follows
-    it (later replies, the buyer's verdict, the env's last message) is gone."""
-    if fraction >= 1:
+def first_turns(episode: Episode, keep: int | None) -> Episode:
+    """The episode up to its first `keep` agent turns, cut right after the last of them: what follows it (later
+    replies, the buyer's verdict, the env's last message) is gone.  None: the whole episode."""
+    if keep is None or keep >= episode.num_actions:
         return episode
-    keep = max(1, int(episode.num_actions * fraction))
     end = [i for i, turn in enumerate(episode.turns) if turn.is_action][keep - 1] + 1
     return dataclasses.replace(episode, turns=episode.turns[:end], rewards=episode.rewards[:end], done=False)
 
@@ -254,8 +256,8 @@ def unseen_pair_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Path
     """The trained critic (of a `SweetConfig`) on trajectory pairs its stage never drew: Bradley–Terry loss,
     the share it orders as the returns do, and the mean score margin; `fresh_tasks` says whether the pairs' tasks
     are unseen too (else the pairs are).  Every turn scored (exact trajectory scores).  `unseen_half_*`: the same
-    pairs cut after the first half of each trajectory's turns — the outcome (a sale, a solved word) is then not in
-    the text, so ordering them needs credit for early turns, which is where `c` can help."""
+    pairs, both sides cut after the same number of turns (half the shorter side's): no outcome (a sale, a solved
+    word) and no length is left in the text, so ordering them needs credit for early turns — where `c` can help."""
     st, head = cfg.critic_stage, cfg.critic == "head"
     info = task_info_for(cfg.task_info, task.name)
     lm = load_lm(critic_dir)
@@ -270,11 +272,11 @@ def unseen_pair_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Path
     if not pairs:
         return {"unseen_pairs": 0}
     health = {"unseen_pairs": len(pairs), "unseen_fresh_tasks": fresh}
-    for fraction, name in ((1.0, "unseen"), (0.5, "unseen_half")):
+    for halves, name in ((False, "unseen"), (True, "unseen_half")):
         items = trajectory_items(task, info, tokenizer, max_length, cfg.privileged,
                                  HeadValue() if head else LogRatio(st.beta, "mean"), 0, 0, False, cfg.score_batch_size,
                                  seed, aggregate=st.aggregate, pairing=st.pairing, normalize=st.normalize, pairs=pairs,
-                                 fraction=fraction)
+                                 halves=halves)
         per_batch = 1 if task.history_window is not None else 8  # windowed: a trajectory is up to ~100 sequences
         totals = {"bt_loss": 0.0, "pair_accuracy": 0.0, "margin": 0.0}
         for start in range(0, len(items), per_batch):
@@ -292,7 +294,7 @@ def cached_unseen_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Pa
     n = cfg.unseen_pairs if task.history_window is None else cfg.unseen_pairs // 4
     if n < 1 or cfg.critic not in SCORERS:
         return {}
-    path = Path(critic_dir) / f"heldout_check_{n}.json"
+    path = Path(critic_dir) / f"heldout_check2_{n}.json"
     if path.exists():
         return json.loads(path.read_text())
     health = unseen_pair_health(cfg, task, tokenizer, engine, seed, critic_dir, bc_dir, n)

@@ -26,7 +26,7 @@ from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate
 from lmrl.dist import TorchEngine
 from tests.device_check import DEVICE, device_check, report
 from tests.e2e import ROOT, cli_env, run_cli
-from tests.one_step import built, one_step_and_turn, weights  # noqa: F401 (fixture)
+from tests.one_step import built, compose_train, one_step_and_turn, weights  # noqa: F401 (fixture)
 
 
 def pairs_over(task, tokenizer, model, sample_turns: int, exact: bool,
@@ -205,10 +205,30 @@ def test_first_turns_cut_an_episode_right_after_its_kth_agent_turn():
     turns = [Text("hi", False), Text("a1", True), Text("r1", False), Text("a2", True), Text("r2", False),
              Text("a3", True), Text("sold", False)]
     ep = Episode(turns, [0, 0, 0, 0, 0, 0, 1.0], True, {"buyer": 1})
-    half = first_turns(ep, 0.5)  # 3 turns -> the first one, and nothing after it (no verdict)
-    assert [t.text for t in half.turns] == ["hi", "a1"] and half.rewards == [0, 0] and not half.done
-    assert half.info == ep.info and first_turns(ep, 1.0) is ep
-    assert [t.text for t in first_turns(ep, 0.7).turns] == ["hi", "a1", "r1", "a2"]
+    one = first_turns(ep, 1)  # the first agent turn, and nothing after it (no verdict)
+    assert [t.text for t in one.turns] == ["hi", "a1"] and one.rewards == [0, 0] and not one.done
+    assert one.info == ep.info and first_turns(ep, None) is ep and first_turns(ep, 3) is ep
+    assert [t.text for t in first_turns(ep, 2).turns] == ["hi", "a1", "r1", "a2"]
+
+
+def test_halved_pairs_cut_both_sides_after_the_same_turn(built):
+    """The held-out check's `unseen_half_*`: each pair's two trajectories keep the same number of turns (half the
+    shorter one's), so neither the outcome nor the length can order them; c is replayed from the whole episode."""
+    from lmrl.algos.privileged import task_info_for
+    from lmrl.algos.sweet_critic import trajectory_items
+
+    task, _, tokenizer, _ = built
+    cfg = compose_train("algo=sweet")
+    info = task_info_for(typed_config(SweetConfig, cfg.algo).task_info, task.name)
+    eps = list(task.episodes())
+    pairs = [(a, b) for a in range(6) for b in range(6) if eps[a].total_return > eps[b].total_return][:4]
+    assert pairs
+    whole, half = (trajectory_items(task, info, tokenizer, 128, True, LogRatio(0.1), 0, 0, False, 16, 0, pairs=pairs,
+                                    halves=h) for h in (False, True))
+    turns = lambda items, t: int(items.traj_offsets[t + 1] - items.traj_offsets[t])  # noqa: E731 (maze FO: a turn a sequence)
+    for (a, b), (wa, wb), (ha, hb) in zip(pairs, whole.pairs, half.pairs):
+        assert (turns(whole, wa), turns(whole, wb)) == (eps[a].num_actions, eps[b].num_actions)
+        assert turns(half, ha) == turns(half, hb) == max(1, min(eps[a].num_actions, eps[b].num_actions) // 2)
 
 
 def test_states_are_trimmed_from_their_oldest_history_so_the_longest_candidate_fits():
