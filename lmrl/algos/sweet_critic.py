@@ -71,6 +71,9 @@ class CriticConfig(OptimFields):
     # none: A from the LM's log-ratio as is; actions: each turn's log-probs normalized over the task's moves
     # (the reply and every one of `task.actions`), so the critic cannot lower every move at once (see README).
     normalize: str = "none"
+    # Train on pairs cut after the same number of turns (half the shorter side's): no outcome and no length to read,
+    # so ordering them needs credit for early turns (see README, "Held-out pairs").  false: whole trajectories.
+    halves: bool = False
     log_every: int = 25
 
     def validate(self) -> list[str]:
@@ -231,7 +234,7 @@ class CriticStage(PairTrainer):
         items = trajectory_items(task, info, tokenizer, self.max_length, privileged, rule,
                                  cfg.pairs or cfg.steps * cfg.batch_size, cfg.sample_turns, cfg.exact_scores, chunk,
                                  seed, aggregate=cfg.aggregate, kl_coef=0.0 if head else cfg.kl_coef,
-                                 pairing=cfg.pairing, normalize=cfg.normalize)
+                                 pairing=cfg.pairing, normalize=cfg.normalize, halves=cfg.halves)
         setup_offline(self, ValueModel(lm, 0, True) if head else lm, items)
         self.reference = engine.prepare_frozen(load_lm(bc_dir)) if rule.uses_reference else None
 
@@ -304,6 +307,15 @@ def cached_unseen_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Pa
     return health
 
 
+# Critic options added after critics were cached, at the value that reproduces the earlier stage: left out of its
+# key while they hold it, so the cached critics stay found.
+NEUTRAL_STAGE = {"halves": False}
+
+
+def stage_key(cfg: CriticConfig) -> dict:
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if not (k in NEUTRAL_STAGE and v == NEUTRAL_STAGE[k])}
+
+
 def critic_checkpoint(cfg, task, engine, tokenizer, logger, seed: int, bc_dir: Path, train: bool = True) -> Path:
     """The critic stage of a `SweetConfig`: trained once, cached by (dataset, BC stage, critic config, c, seed);
     `train=False`: it must be cached already."""
@@ -311,7 +323,7 @@ def critic_checkpoint(cfg, task, engine, tokenizer, logger, seed: int, bc_dir: P
         return Path(cfg.critic_from)
     info = task_info_for(cfg.task_info, task.name)
     key = {"data": task.dataset_path().name, "bc": str(bc_dir), "critic": cfg.critic, "privileged": cfg.privileged,
-           "stage": dataclasses.asdict(cfg.critic_stage), "info": dataclasses.asdict(info), "seed": seed}
+           "stage": stage_key(cfg.critic_stage), "info": dataclasses.asdict(info), "seed": seed}
 
     def build(partial: Path, tmp: Path) -> None:
         stage = CriticStage(cfg.critic_stage, task, engine.spawn(), tokenizer, StageLogger(logger, "critic_stage"), seed,

@@ -142,7 +142,8 @@ ORACLE = ["algo.critic=oracle", "algo.task_info.maze_fo.oracle=tests.one_step.le
 
 
 @pytest.mark.parametrize("flags", [[], ["algo.privileged=false"], ["algo.critic=head"], ORACLE,
-                                   ["algo.mode=trajectory_dpo"], ["algo.critic_stage.normalize=actions"]])
+                                   ["algo.mode=trajectory_dpo"], ["algo.critic_stage.normalize=actions"],
+                                   ["algo.critic_stage.halves=true"]])
 def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_path):
     """Each ablation's critic stage, candidates and actor step, with the model on a second (virtual) device:
     no op mixes devices (tests/test_devices.py runs the default variant the same way)."""
@@ -151,7 +152,8 @@ def test_every_variant_trains_one_step_and_acts_on_the_device(flags, built, tmp_
     assert not violations, f"{flags}: ops mixing devices:\n{report(violations)}"
     assert torch.isfinite(torch.tensor(metrics["train_loss"]))
     assert any(not torch.equal(a, b) for a, b in zip(weights(trainer), before))
-    if flags in ([], ["algo.privileged=false"], ["algo.critic=head"], ["algo.critic_stage.normalize=actions"]):
+    if flags in ([], ["algo.privileged=false"], ["algo.critic=head"], ["algo.critic_stage.normalize=actions"],
+                 ["algo.critic_stage.halves=true"]):
         # the trained critic, checked on pairs its stage never drew (maze FO: a windowed task, a quarter of 8)
         assert metrics["sweet/critic_unseen_pairs"] == 2 and 0 <= metrics["sweet/critic_unseen_pair_accuracy"] <= 1
         assert math.isfinite(metrics["sweet/critic_unseen_bt_loss"])
@@ -229,6 +231,12 @@ def test_halved_pairs_cut_both_sides_after_the_same_turn(built):
     for (a, b), (wa, wb), (ha, hb) in zip(pairs, whole.pairs, half.pairs):
         assert (turns(whole, wa), turns(whole, wb)) == (eps[a].num_actions, eps[b].num_actions)
         assert turns(half, ha) == turns(half, hb) == max(1, min(eps[a].num_actions, eps[b].num_actions) // 2)
+
+
+def test_a_critic_option_at_its_neutral_value_keeps_the_cached_critics_key():
+    from lmrl.algos.sweet_critic import CriticConfig, stage_key
+
+    assert "halves" not in stage_key(CriticConfig()) and stage_key(CriticConfig(halves=True))["halves"] is True
 
 
 def test_states_are_trimmed_from_their_oldest_history_so_the_longest_candidate_fits():
