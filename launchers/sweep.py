@@ -290,7 +290,7 @@ def choose_launcher(requested: str) -> str:
 def check_critics(sweep: Sweep) -> int:
     """The trained critics of the sweep's finished SWEET-RL cells on pairs their stage never drew
     (`lmrl.algos.sweet_critic.check_config`; measured once per critic, kept beside it)."""
-    from lmrl.algos.sweet_critic import check_config
+    from lmrl.algos.sweet_check import check_config
 
     rows = []
     for cell in sweep.cells:

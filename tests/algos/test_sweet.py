@@ -360,10 +360,10 @@ def cache(tmp_path_factory):
 
 
 def check_a_finished_runs_critic(run, metrics: dict, cache) -> None:
-    """`python -m lmrl.algos.sweet_critic RUN_DIR`: the run's own held-out check (kept beside its critic); with
+    """`python -m lmrl.algos.sweet_check RUN_DIR`: the run's own held-out check (kept beside its critic); with
     `algo.privileged=false` only after `--train` has trained that critic (no actor)."""
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "lmrl.algos.sweet_critic", *args], cwd=ROOT, env=cli_env(cache),
+        return subprocess.run([sys.executable, "-m", "lmrl.algos.sweet_check", *args], cwd=ROOT, env=cli_env(cache),
                               capture_output=True, text=True, timeout=300)
 
     proc = cli(str(run))
