@@ -275,12 +275,12 @@ def unseen_pair_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Path
     if not pairs:
         return {"unseen_pairs": 0}
     health = {"unseen_pairs": len(pairs), "unseen_fresh_tasks": fresh}
+    per_batch = 1 if task.history_window is not None else 8  # windowed: a trajectory is up to ~100 sequences
     for halves, name in ((False, "unseen"), (True, "unseen_half")):
         items = trajectory_items(task, info, tokenizer, max_length, cfg.privileged,
                                  HeadValue() if head else LogRatio(st.beta, "mean"), 0, 0, False, cfg.score_batch_size,
                                  seed, aggregate=st.aggregate, pairing=st.pairing, normalize=st.normalize, pairs=pairs,
                                  halves=halves)
-        per_batch = 1 if task.history_window is not None else 8  # windowed: a trajectory is up to ~100 sequences
         totals = {"bt_loss": 0.0, "pair_accuracy": 0.0, "margin": 0.0}
         for start in range(0, len(items), per_batch):
             ids = list(range(start, min(len(items), start + per_batch)))
