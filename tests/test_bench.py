@@ -37,3 +37,28 @@ def test_unknown_benchmark_names_the_valid_ones(capsys):
     assert main(["nope"]) == 2
     err = capsys.readouterr().err
     assert "'nope'" in err and all(name in err for name in BENCHMARKS)
+
+
+@pytest.mark.parametrize("given, expected", [(None, None), ("8", "8")])
+def test_importing_lmrl_sets_the_primitive_cache_unless_the_user_did(given, expected):
+    import os
+    import subprocess
+    import sys
+
+    from lmrl import DEFAULT_PRIMITIVE_CACHE
+
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    if given:
+        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = given
+    code = "import os, lmrl; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    seen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert seen.strip() == (expected or DEFAULT_PRIMITIVE_CACHE)
+
+
+def test_primitive_cache_bench_runs_each_pattern_in_a_child():
+    """Two steps of each shape pattern (in this process): speed and peak RSS come back as numbers."""
+    from lmrl.bench.primitive_cache import PATTERNS, child
+
+    for pattern in PATTERNS:
+        row = child(pattern, steps=2, rows=2, seed=0)
+        assert row["tokens_per_s"] > 0 and row["peak_rss_gb"] > 0, (pattern, row)

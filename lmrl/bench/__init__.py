@@ -4,10 +4,11 @@
 (`python -m lmrl.bench NAME --help` for its options):
 
 - `foundation`: training-step, evaluation, sampling and rollout throughput (`foundation.json`);
+- `primitive_cache`: oneDNN's primitive cache capacity vs peak memory and speed on the CPU (`primitive_cache.json`);
 - `envs`: every simulator's speed under a random legal policy (`envs.json`);
 - `oracles`: dialogue-oracle throughput, or an LM scored as the oracle (`oracles.json`, `oracle_lm_<name>.json`);
 - `pretrained`: what SmolLM2-135M-Instruct costs on this CPU (`smollm2.json`).
 """
 
 # in the order `python -m lmrl.bench` runs them
-BENCHMARKS = ("foundation", "envs", "oracles", "pretrained")
+BENCHMARKS = ("foundation", "primitive_cache", "envs", "oracles", "pretrained")
