@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import json
 import os
 import shutil
@@ -153,15 +154,43 @@ def order_of(seeds: list, seed) -> int:
 
 def write_plan(sweep: Sweep, whole: Sweep | None = None) -> None:
     """`<records>/plan.json`: every cell of the experiment (the report's selection of current records).  When
-    `--only` ran a subset, `whole` is the experiment's full plan: the subset's cells replace theirs in it."""
+    `--only` ran a subset, `whole` is the experiment's full plan: the subset's cells replace theirs in it, and a
+    cell of the same config that the file already has keeps its entry there, since another `--only` sweep beside
+    this one may have run it since `whole` was made (the file is read and written under a lock)."""
     sweep.records.mkdir(parents=True, exist_ok=True)
-    cells = sweep.cells
-    if whole is not None:
-        ran = {c.name: c for c in sweep.cells}
-        cells = [ran.get(c.name, c) for c in whole.cells]
-    doc = {"experiment": sweep.experiment, "spec": sweep.spec,
-           "cells": [{k: v for k, v in asdict(c).items() if k != "done"} for c in cells]}
-    (sweep.records / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
+    path = sweep.records / "plan.json"
+    with open(sweep.records / ".plan.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cells = [plan_entry(c) for c in sweep.cells]
+        if whole is not None:
+            ran = {c.name: c for c in sweep.cells}
+            on_disk = {(c.get("task"), c.get("algo"), c.get("seed"), c.get("digest")): c for c in plan_cells(path)}
+            cells = [plan_entry(ran[c.name]) if c.name in ran
+                     else kept_entry(c, on_disk.get((c.task, c.algo, c.seed, c.digest))) for c in whole.cells]
+        doc = {"experiment": sweep.experiment, "spec": sweep.spec, "cells": cells}
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        tmp.replace(path)
+
+
+def plan_entry(cell: Cell) -> dict:
+    return {k: v for k, v in asdict(cell).items() if k != "done"}
+
+
+def kept_entry(cell: Cell, on_disk: dict | None) -> dict:
+    """A cell this sweep does not run: the file's entry (its last run's status and time, maybe by a sweep beside
+    this one), unless the file has none or still says todo where a record now exists."""
+    if on_disk is None or (on_disk.get("status") == "todo" and cell.done):
+        return plan_entry(cell)
+    return on_disk
+
+
+def plan_cells(path: Path) -> list[dict]:
+    """The cells of an existing plan.json ([] without one, or with one that does not parse)."""
+    try:
+        return list(json.loads(path.read_text()).get("cells") or [])
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def cell_vars(threads: int | None) -> dict:

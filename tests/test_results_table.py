@@ -194,6 +194,32 @@ def test_a_subset_run_keeps_the_whole_experiment_in_the_plan(tmp_path):
     assert [c["task"] for c in json.loads((tmp_path / "plan.json").read_text())["cells"]] == ["b"]
 
 
+def test_two_subset_sweeps_side_by_side_keep_each_others_cells(tmp_path):
+    """Two `--only` sweeps started together (one cell each): the one finishing last must not write back the other's
+    cell as it was when both started (found when two Car Dealer seeds ran on the two cores)."""
+    from launchers.sweep import Cell, Sweep, write_plan
+
+    def whole() -> Sweep:  # each sweep's view of the experiment when it started: both cells to run
+        return Sweep("x", {}, tmp_path, [Cell("a", "bc", 1, [], "d1"), Cell("a", "bc", 2, [], "d2")])
+
+    first, second = whole(), whole()
+    one = Sweep("x", {}, tmp_path, [Cell("a", "bc", 1, [], "d1")])
+    two = Sweep("x", {}, tmp_path, [Cell("a", "bc", 2, [], "d2")])
+    write_plan(one, first)
+    write_plan(two, second)
+    one.cells[0].status, one.cells[0].seconds = "ok", 10.0
+    write_plan(one, first)
+    two.cells[0].status, two.cells[0].seconds = "ok", 20.0
+    write_plan(two, second)
+    cells = json.loads((tmp_path / "plan.json").read_text())["cells"]
+    assert [(c["seed"], c["status"], c["seconds"]) for c in cells] == [(1, "ok", 10.0), (2, "ok", 20.0)]
+    # a changed budget is another cell: an entry of the old digest is not carried over
+    changed = Sweep("x", {}, tmp_path, [Cell("a", "bc", 1, [], "d9"), Cell("a", "bc", 2, [], "d2")])
+    write_plan(two, changed)
+    cells = json.loads((tmp_path / "plan.json").read_text())["cells"]
+    assert [(c["digest"], c["status"]) for c in cells] == [("d9", "todo"), ("d2", "ok")]
+
+
 def test_table2_small_rows_run_on_the_current_tasks():
     """No row keeps records from before a change its config hash cannot see: 20Q's and Guess My City's re-ran on the
     current oracles (issue 19; 20Q's RL columns from its one-epoch BC stage), Wordle's on the original's word list."""
