@@ -161,8 +161,9 @@ def write_plan(sweep: Sweep, whole: Sweep | None = None) -> None:
     path = sweep.records / "plan.json"
     with open(sweep.records / ".plan.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        cells = [plan_entry(c) for c in sweep.cells]
-        if whole is not None:
+        if whole is None:
+            cells = [plan_entry(c) for c in sweep.cells]
+        else:
             ran = {c.name: c for c in sweep.cells}
             on_disk = {(c.get("task"), c.get("algo"), c.get("seed"), c.get("digest")): c for c in plan_cells(path)}
             cells = [plan_entry(ran[c.name]) if c.name in ran

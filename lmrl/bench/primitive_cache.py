@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from lmrl.threads import thread_env
+
 PATTERNS = ("varying", "buckets", "fixed")
 
 
@@ -79,7 +81,7 @@ def child(pattern: str, steps: int, rows: int, seed: int) -> dict:
 def run_child(capacity: str, pattern: str, args) -> dict:
     """`child` in a fresh process (its own cache and peak RSS) at `capacity`, one thread."""
     env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY")}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env.update(thread_env(1))
     if capacity != "unset":  # unset: importing lmrl sets its default, as in `python -m lmrl.train`
         env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = capacity
     code = [sys.executable, "-m", "lmrl.bench.primitive_cache", "--child", pattern, "--steps", str(args.steps),
