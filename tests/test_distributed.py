@@ -73,6 +73,16 @@ def test_ddp_two_processes_match_zero2(runs):
     assert runs("bc", "ddp", 2) == pytest.approx(runs("bc", "zero2", 2), rel=1e-4)
 
 
+def test_ddp_two_processes_with_a_token_budget_below_every_sequence(tmp_path, cache):
+    """Length-bucketed batches (`algo.batch_tokens`) in two processes: a budget smaller than any sequence
+    made one-sequence batches, and the second process's empty share crashed collate."""
+    run = tmp_path / "run"
+    metrics = run_cli("lmrl.train", [*COMMON, "algo=bc", "hardware=ddp", "algo.batch_tokens=16"], run, cache, nproc=2)
+    assert metrics["world_size"] == 2 and metrics["train_steps"] == STEPS
+    losses = [rec["train/loss"] for rec in read_log(run / "log.jsonl").values() if "train/loss" in rec]
+    assert len(losses) == STEPS and all(0 < x < 20 for x in losses)
+
+
 def test_ppo_under_zero3_in_two_processes(tmp_path, cache):
     """PPO's sharded reference and the whole-weights rollout replica (refreshed from the slices each round)."""
     run = tmp_path / "run"

@@ -153,7 +153,7 @@ class BCTrainer:
         else:
             order = torch.randperm(n, generator=g).tolist()
         if self.cfg.batch_tokens:
-            return token_batches(order, sequence_lengths(seqs), self.cfg.batch_tokens, g)
+            return token_batches(order, sequence_lengths(seqs), self.cfg.batch_tokens, g, min_rows=world_size())
         return [order[i : i + bs] for i in range(0, max(1, n - bs + 1), bs)]
 
     def draws_by_weight(self, seqs) -> bool:
@@ -287,11 +287,15 @@ def sequence_lengths(seqs: Sequence[TokenSequence]) -> np.ndarray:
 
 
 def token_batches(order: list[int], lengths: np.ndarray, budget: int, g: torch.Generator,
-                  window: int = 64) -> list[list[int]]:
+                  window: int = 64, min_rows: int = 1) -> list[list[int]]:
     """Length bucketing: `order` cut into windows of about `window` batches' worth of sequences, each
     window sorted by length and cut greedily into batches whose padded size (count x longest) stays
     within `budget` tokens (a longer sequence gets a batch of its own); the batches are then shuffled
-    with `g`.  Padding stays small because neighbours in a window have similar lengths."""
+    with `g`.  Padding stays small because neighbours in a window have similar lengths.
+
+    Every batch holds at least `min_rows` sequences (the process count: each process trains an
+    interleaved share of a batch, and none may be empty), even where that passes the budget; a
+    window's short last batch joins the one before it."""
     per_batch = max(1, budget // max(1, int(np.mean(lengths)) if len(lengths) else 1))
     span = window * per_batch
     batches: list[list[int]] = []
@@ -299,12 +303,14 @@ def token_batches(order: list[int], lengths: np.ndarray, budget: int, g: torch.G
         current: list[int] = []
         longest = 0
         for i in sorted(order[w : w + span], key=lambda j: lengths[j]):
-            if current and (len(current) + 1) * max(longest, lengths[i]) > budget:
+            if len(current) >= min_rows and (len(current) + 1) * max(longest, lengths[i]) > budget:
                 batches.append(current)
                 current, longest = [], 0
             current.append(i)
             longest = max(longest, int(lengths[i]))
-        if current:
+        if len(current) < min_rows and batches:
+            batches[-1].extend(current)
+        elif current:
             batches.append(current)
     return [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
 

@@ -71,6 +71,28 @@ def test_token_batches_bucket_lengths_within_the_budget():
     assert token_batches([0, 1], np.array([5000, 10]), 4096, torch.Generator()) in ([[1], [0]], [[0], [1]])
 
 
+def test_token_batches_give_every_process_a_share():
+    """Under data parallelism each of `world` processes trains an interleaved share of a batch: a sequence
+    longer than the budget, or a window's last one, must not make a batch of fewer rows than processes."""
+    import numpy as np
+
+    from lmrl.algos.bc import token_batches
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(10, 600, size=501)
+    order = torch.randperm(501, generator=torch.Generator().manual_seed(1)).tolist()
+    assert min(len(b) for b in token_batches(order, lengths, 512, torch.Generator().manual_seed(2))) == 1
+    for world in (2, 3):
+        batches = token_batches(order, lengths, 512, torch.Generator().manual_seed(2), min_rows=world)
+        assert sorted(i for b in batches for i in b) == list(range(501))
+        assert min(len(b) for b in batches) >= world
+        # past the budget only where a long sequence forced it (at most `world` rows) or where a window's
+        # short last batch joined the one before (one a window: windows of 64 batches' worth of sequences)
+        windows = -(-501 // (64 * max(1, 512 // int(np.mean(lengths)))))
+        over = [b for b in batches if len(b) * max(lengths[b]) > 512 and len(b) > world]
+        assert len(over) <= windows
+
+
 def test_token_budget_epochs_resume_at_any_batch():
     """A resumed run starting at batch k sees the batches an uninterrupted run saw from k on, across
     several epochs (40 batches of a ~10-batch epoch)."""
