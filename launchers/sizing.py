@@ -196,21 +196,23 @@ def segment_profile(cfg, n: int) -> Path:
 
 
 @lru_cache(maxsize=None)
-def sample_tokens(path: Path, window: int | None, context: int, max_prompt: int):
+def sample_tokens(path: Path, window: int | None, context: int, max_prompt: int, moves: int = 1):
     """(sample as the trainers cut it, dataset size, tokenizer): read once per run for all of a task's cells."""
     doc = json.loads(path.read_text())
-    sample = tuple(episode_tokens(ret, turns, window, context, max_prompt) for ret, turns in doc["episodes"])
+    sample = tuple(episode_tokens(ret, turns, window, context, max_prompt, moves) for ret, turns in doc["episodes"])
     return sample, doc["dataset_episodes"], doc["tokenizer"]
 
 
-def episode_tokens(ret: float, turns: list, window: int | None, context: int, max_prompt: int) -> scaling.EpisodeTokens:
+def episode_tokens(ret: float, turns: list, window: int | None, context: int, max_prompt: int,
+                   moves: int = 1) -> scaling.EpisodeTokens:
     """The trainers' and the sampler's own tokenization code run on token counts: a segment's text is its
-    index and the encoder returns that many ids, so windows, truncation and next states are exactly theirs."""
+    index and the encoder returns that many ids, so windows (of `moves` actions each: `task.moves_per_sequence`),
+    truncation and next states are exactly theirs."""
     counts = [n for n, _ in turns]
     encode = lambda text: (0,) * counts[int(text)]  # noqa: E731
     segments = [Text(str(i), bool(action)) for i, (_, action) in enumerate(turns)]
     chain = [s for s in episode_to_chain(Episode(segments, [0.0] * len(segments), True, {}), encode, window, context,
-                                         1.0) if has_decision(s)]
+                                         1.0, moves) if has_decision(s)]
     actions = [i for i, t in enumerate(segments) if t.is_action]
     return scaling.EpisodeTokens(
         ret, tuple(len(s) for s in chain), tuple(len(s.next_state) if s.next_state is not None else 0 for s in chain),
@@ -259,7 +261,7 @@ def cell_cost(cfg, spec: dict, launcher: str, n: int) -> CellCost:
     ev = cfg.task.eval
     max_prompt = min(int(ev.max_input_tokens), shape.context - int(ev.max_new_tokens))  # as LMPolicy truncates
     sample, size, tokenizer = sample_tokens(segment_profile(cfg, n), cfg.task.history_window, shape.context,
-                                            max_prompt)
+                                            max_prompt, int(cfg.task.get("moves_per_sequence", 1)))
     gen = scaling.Generation(int(ev.batch_size), max(p for e in sample for p in e.prompts), int(ev.max_new_tokens))
     stages = scaling.stages(target_name(cfg.algo), shape, scaling.TaskTokens(sample, size), algo, hw, gen)
     return CellCost(cfg.task.name, cfg.algo.name, stages, shape, hw, tokenizer)

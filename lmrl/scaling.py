@@ -184,9 +184,49 @@ def frozen_bytes(params: float, hw: Hardware) -> float:
 
 def train_phase(shape: ModelShape, hw: Hardware, batch: float, seq: int, vocab_tensors: int) -> dict[str, float]:
     """A training step's activations (micro-batch = this process's share) and its [B, T, V] fp32 tensors."""
-    micro = max(1, math.ceil(batch / hw.world))
-    return {"activations": shape.layers * hw.activation_bytes * micro * seq * shape.d,
-            "logits": vocab_tensors * micro * seq * shape.vocab * FP32}
+    return tokens_phase(shape, hw, max(1, math.ceil(batch / hw.world)) * seq, vocab_tensors)
+
+
+def tokens_phase(shape: ModelShape, hw: Hardware, micro_tokens: float, vocab_tensors: int) -> dict[str, float]:
+    """`train_phase` for a process's padded micro-batch of `micro_tokens` tokens (rows x their longest)."""
+    return {"activations": shape.layers * hw.activation_bytes * micro_tokens * shape.d,
+            "logits": vocab_tensors * micro_tokens * shape.vocab * FP32}
+
+
+# Windows of length bucketing `offline_step` simulates on a repeated sample.
+BUCKETED_WINDOWS = 8
+
+
+@dataclass(frozen=True)
+class OfflineStep:
+    """One optimizer step of an offline trainer: padded tokens (all processes), sequences, and the padded
+    tokens of the largest share one process holds (what sizes its activations)."""
+
+    tokens: float
+    sequences: float
+    micro_tokens: float
+
+
+def offline_step(lengths: Sequence[int], algo: dict, world: int = 1) -> OfflineStep:
+    """`batch_size` sequences a step, or with `batch_tokens` the trainers' own length bucketing
+    (lmrl/algos/bc.py `token_batches`) run on the sample's lengths: its batches' mean padded tokens and
+    sequences, and the largest process share any of them gives.  The sample is repeated to fill several of
+    the bucketing's windows, so windows and their short last batches weigh as they do over a whole dataset."""
+    if not algo.get("batch_tokens"):
+        batch = algo["batch_size"]
+        return OfflineStep(step_tokens(lengths, batch, world), batch, max(1, math.ceil(batch / world)) * max(lengths))
+    import torch
+
+    from lmrl.algos.bc import token_batches
+
+    g, budget = torch.Generator().manual_seed(0), int(algo["batch_tokens"])
+    window = 64  # token_batches' default
+    per_window = window * max(1, budget // max(1, int(np.mean(lengths))))
+    lengths = np.tile(np.asarray(lengths), max(1, math.ceil(BUCKETED_WINDOWS * per_window / len(lengths))))
+    batches = token_batches(torch.randperm(len(lengths), generator=g).tolist(), lengths, budget, g, window, world)
+    shares = [[len(b[r::world]) * int(lengths[b[r::world]].max()) for r in range(world)] for b in batches]
+    return OfflineStep(float(np.mean([sum(s) for s in shares])), float(np.mean([len(b) for b in batches])),
+                       float(max(max(s) for s in shares)))
 
 
 # -- stages ------------------------------------------------------------------------------------------
@@ -240,20 +280,21 @@ def new_stage(name: str, flops: dict, tokens: float, params: float, hw: Hardware
     return Stage(name, flops, tokens, {**static, **({"frozen": frozen} if frozen else {})}, phases, host, *data)
 
 
-def epoch(data: TaskTokens, algo: dict) -> tuple[float, float]:
-    """An offline stage's data tokens per epoch and the epochs its `steps` x `batch_size` sequences make."""
-    return data.tokens, algo["steps"] * algo["batch_size"] / max(data.sequences, 1e-9)
+def epoch(data: TaskTokens, algo: dict, step: OfflineStep) -> tuple[float, float]:
+    """An offline stage's data tokens per epoch and the epochs its `steps` steps of `step.sequences` make."""
+    return data.tokens, algo["steps"] * step.sequences / max(data.sequences, 1e-9)
 
 
 def bc_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation | None = None,
              name: str = "bc") -> Stage:
-    """BC (and %BC on its kept episodes): `steps` steps of `batch_size` sequences, cross-entropy on the LM;
-    `gen`: the run evaluates after this stage."""
-    tokens = algo["steps"] * step_tokens(data.lengths, algo["batch_size"], hw.world)
+    """BC (and %BC on its kept episodes): `steps` steps of `batch_size` sequences (or `batch_tokens` padded
+    tokens), cross-entropy on the LM; `gen`: the run evaluates after this stage."""
+    step = offline_step(data.lengths, algo, hw.world)
+    tokens = algo["steps"] * step.tokens
     # the LM's logits and the fp32 log-softmax cross-entropy keeps for backward
-    phases = {"train": train_phase(shape, hw, algo["batch_size"], max(data.lengths), 2),
-              **({"eval": gen.kv(shape, hw)} if gen else {})}
-    return new_stage(name, {"train": 6 * shape.lm * tokens}, tokens, shape.params, hw, phases, data=epoch(data, algo))
+    phases = {"train": tokens_phase(shape, hw, step.micro_tokens, 2), **({"eval": gen.kv(shape, hw)} if gen else {})}
+    return new_stage(name, {"train": 6 * shape.lm * tokens}, tokens, shape.params, hw, phases,
+                     data=epoch(data, algo, step))
 
 
 def value_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation, ilql: bool) -> Stage:
@@ -263,23 +304,23 @@ def value_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, g
     shared = algo.get("shared_trunk", False)
     heads = (2 * shape.q_head + shape.v_head) if ilql else shape.q_head
     fwd = shape.body + heads + (shape.d * shape.vocab if shared else 0)
-    steps, batch = algo["steps"], algo["batch_size"]
-    tokens = steps * step_tokens(data.lengths, batch, hw.world)
+    steps, step = algo["steps"], offline_step(data.lengths, algo, hw.world)
+    tokens = steps * step.tokens
     flops = {"train": 6 * fwd * tokens}
     if ilql:
         flops["target"] = 2 * fwd * tokens
         if data.windowed:  # ILQL: V(s') of a window's last decision comes from the next link's state
-            flops["next_v"] = 2 * fwd * steps * step_tokens(data.next_lengths, batch, hw.world)
+            flops["next_v"] = 2 * fwd * steps * step_tokens(data.next_lengths, step.sequences, hw.world)
     # kept for backward: each Q head's [B, T, V] (and the LM logits + log-softmax with a shared trunk);
     # ILQL's target Q1, Q2 stay alive through the loss
     vocab_tensors = (4 if ilql else 1) + (2 if shared else 0)
     # evaluation: the BC policy joins the critic on the device, each trunk with its KV cache
     policy = {} if shared else {"bc_policy": shape.params * FP32}
-    phases = {"train": train_phase(shape, hw, batch, max(data.lengths), vocab_tensors),
+    phases = {"train": tokens_phase(shape, hw, step.micro_tokens, vocab_tensors),
               "eval": {**gen.kv(shape, hw, trunks=1 if shared else 2), **policy}}
     return new_stage("ilql" if ilql else "mc", flops, tokens, shape.params + heads, hw, phases,
                      frozen=frozen_bytes(shape.params + heads, hw) if ilql else 0.0,
-                     host=0.0 if shared else shape.params * FP32, data=epoch(data, algo))
+                     host=0.0 if shared else shape.params * FP32, data=epoch(data, algo, step))
 
 
 def train_steps(items: float, algo: dict) -> int:

@@ -87,6 +87,33 @@ def test_ilql_cell_by_hand():
     assert scaling.peak_stage([bc, ilql]) is ilql and sum(ilql.memory.values()) == pytest.approx(8_648_712_380)
 
 
+def test_batch_tokens_steps_are_the_trainers_buckets():
+    data = windowed_sample()  # 2,000 sequences of 50 tokens
+    gen = Generation(batch_size=8, max_prompt=30, max_new_tokens=10)
+    # a 500-token budget holds 10 sequences of 50, none padded: 600 steps x 500 tokens, 600 x 10 / 2,000 = 3 epochs;
+    # a process's activations are those of its 10 x 50 (2 processes: 5 x 50)
+    algo = {"steps": 600, "batch_size": 64, "batch_tokens": 500}
+    [bc] = scaling.stages("BCTrainer", GPT2, data, algo, ZERO2_FP32, gen)
+    assert bc.tokens == 600 * 500 and bc.epochs == pytest.approx(3.0)
+    assert bc.phases["train"]["activations"] == 12 * 68 * 500 * 768
+    two = scaling.offline_step(data.lengths, algo, world=2)
+    assert (two.tokens, two.sequences, two.micro_tokens) == (500, 10, 250)
+    # the batch_size step it replaces: 64 x 50 tokens, 64 sequences
+    [plain] = scaling.stages("BCTrainer", GPT2, data, {**algo, "batch_tokens": None}, ZERO2_FP32, gen)
+    assert plain.tokens == 600 * 64 * 50 and plain.epochs == pytest.approx(600 * 64 / 2000)
+
+    # lengths 10 .. 100: each batch stays within the budget (a sorted window packs neighbours), its fill near 1,
+    # and it holds about budget / mean length sequences (the trainers' own cut: lmrl/algos/bc.py token_batches)
+    mixed = [10 * k for k in range(1, 11)] * 20
+    step = scaling.offline_step(mixed, {"batch_tokens": 2000}, world=1)
+    assert 0.85 * 2000 < step.tokens <= 2000 and 2000 / 55 * 0.85 < step.sequences < 2000 / 55
+    assert step.micro_tokens <= 2000
+    # MC and ILQL batch the same way
+    value = {**algo, "shared_trunk": False, "init_from": "a/bc", "bc": algo}
+    [mc] = scaling.stages("MCTrainer", GPT2, data, value, ZERO2_FP32, gen)
+    assert mc.tokens == 600 * 500 and mc.epochs == pytest.approx(3.0)
+
+
 # Two online rounds of 4 episodes from a given BC checkpoint, minibatches of 4, scoring passes of 8.
 ROUNDS = {"rounds": 2, "episodes_per_round": 4, "batch_size": 4, "epochs": 1, "max_steps_per_round": 0,
           "score_batch_size": 8, "bc_weight": 0.0, "kl_coef": 0.05, "init_from": "a/bc/checkpoint"}
@@ -245,6 +272,8 @@ def test_episode_tokens_use_the_trainers_windows_and_truncation():
     # one sequence per action (window 1: the last observation, then the action); the first's next state is the
     # next link's observation; prompts are the window
     assert fo == EpisodeTokens(-1.0, seqs=(12, 12), nexts=(10, 0), prompts=(10, 10), actions=(2, 2))
+    # two moves a sequence (`task.moves_per_sequence=2`): one sequence, the window, then both actions: 10 + 2 + 10 + 2
+    assert sizing.episode_tokens(-1.0, turns, window=1, context=1024, max_prompt=100, moves=2).seqs == (24,)
     whole = sizing.episode_tokens(-1.0, turns, window=None, context=20, max_prompt=15)
     # one sequence of 34 tokens, left-truncated to the context (20); the second prompt (22) to 15
     assert whole == EpisodeTokens(-1.0, seqs=(20,), nexts=(0,), prompts=(10, 15), actions=(2, 2))
