@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lmrl.dist import child_env
+from lmrl.threads import worker_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 ONLINE = {"ppo", "online_filtered_bc", "group_pg"}
@@ -163,17 +163,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--points", type=int, default=8, help="curve points per offline run")
     parser.add_argument("--episodes-per-start", type=int, default=2, help="episodes per start state at a point")
-    parser.add_argument("--workers", type=int, default=1, help="runs at once (each gets cores / workers threads)")
+    parser.add_argument("--workers", type=int, default=1, help="runs at once (each gets cores / workers threads, or $OMP_NUM_THREADS)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "curves")
     parser.add_argument("--tag", default="", help="names a variant (other overrides): its own runs and rows")
     parser.add_argument("--name", default=None, help="output <name>.{csv,png} (default: the task)")
     parser.add_argument("--merge", action="store_true", help="keep the output's other rows, replace only these runs'")
     parser.add_argument("overrides", nargs="*", help="lmrl.train overrides for every run (after --)")
     args = parser.parse_args(argv)
-    cores = len(os.sched_getaffinity(0))
+    threads = worker_threads(args.workers)
     jobs = [(a, s) for a in args.algos for s in args.seeds]
     with ThreadPoolExecutor(args.workers) as pool:
-        dirs = list(pool.map(lambda job: run_one(args.task, *job, args, max(1, cores // args.workers)), jobs))
+        dirs = list(pool.map(lambda job: run_one(args.task, *job, args, threads), jobs))
     rows = [row for (algo, seed), d in zip(jobs, dirs) for row in rows_of(d, args.task, algo, seed, args.tag)]
     out = args.out / (args.name or args.task)
     if args.merge:

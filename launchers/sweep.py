@@ -38,7 +38,7 @@ from tqdm import tqdm
 from launchers import sizing
 from lmrl.dist import child_env
 from lmrl.records import config_hash, failed_record, find_record, skip_reason, write_record
-from lmrl.threads import thread_env, usable_cores
+from lmrl.threads import thread_env, worker_threads
 from lmrl.train import resumable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,7 +214,7 @@ def train_command(cell: Cell, run_dir: Path, wandb_group: str | None) -> list[st
 def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_group: str | None) -> None:
     """The cells to do, `workers` at a time, each a subprocess with its share of the cores."""
     todo = [c for c in sweep.cells if not c.done]
-    threads = max(1, usable_cores() // workers)
+    threads = worker_threads(workers)
     logs = sweep.records / "logs"
     logs.mkdir(parents=True, exist_ok=True)
 
@@ -290,7 +290,7 @@ def run_submitit(sweep: Sweep, runs: Path, cluster: str, timeout_min: float, wan
     executor.update_parameters(**params)
     # The job keeps its own environment (Slurm's task variables included); `env` adds ours.  A Slurm task
     # sizes its threads from its --cpus-per-task; the local executor runs every job at once.
-    share = None if cluster == "slurm" else max(1, usable_cores() // max(1, len(todo)))
+    share = None if cluster == "slurm" else worker_threads(len(todo))
     env = ["env", *(f"{k}={v}" for k, v in cell_vars(share).items())]
     jobs = []
     with executor.batch():

@@ -12,7 +12,7 @@ its pool from what it may use, not from `os.cpu_count()`:
 
 An explicit `OMP_NUM_THREADS` (a parent launcher's per-worker share, or the user's) wins over
 the computation, and the engine's `threads:` config key wins over both.  Launchers hand their
-children a share with `thread_env(cores // workers)`.
+children a share with `thread_env(worker_threads(workers))`: the cores // workers, or that explicit value.
 """
 
 from __future__ import annotations
@@ -79,6 +79,14 @@ def set_threads(threads: int | None = None) -> int:
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     return n
+
+
+def worker_threads(workers: int) -> int:
+    """Threads for each of the `workers` processes a launcher runs side by side: an `OMP_NUM_THREADS` in the
+    launcher's own environment is the user's per-process choice and passes through (`OMP_NUM_THREADS=1 taskset -c
+    0,1 ... --workers 1` beside another run gets 1 thread, not the mask's 2: two spinning threads on a core shared
+    with another process run a step ~15x slower); else the usable cores shared among the workers."""
+    return positive_int(os.environ.get("OMP_NUM_THREADS")) or max(1, usable_cores() // max(1, workers))
 
 
 def thread_env(threads: int) -> dict[str, str]:

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from lmrl.threads import default_threads, local_processes, set_threads, thread_env, usable_cores
+from lmrl.threads import default_threads, local_processes, set_threads, thread_env, usable_cores, worker_threads
 
 VARS = ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "SLURM_CPUS_PER_TASK", "SLURM_STEP_TASKS_PER_NODE")
 
@@ -47,3 +47,15 @@ def test_sweep_workers_get_a_share_each(clean):
     assert cell_env(1)["OMP_NUM_THREADS"] == "1" and cell_env(1)["MKL_NUM_THREADS"] == "1"
     assert "OMP_NUM_THREADS" not in cell_vars(None)  # a Slurm cell sizes its own pool from --cpus-per-task
     assert thread_env(3) == {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3"}
+
+
+def test_a_launchers_explicit_thread_count_reaches_its_workers(clean):
+    """`OMP_NUM_THREADS=1 taskset -c 0,1 python -m launchers.sweep ... --workers 1` beside another run: its cell gets
+    the 1 thread asked for, not the mask's 2 (which spin against the other run)."""
+    from launchers.sweep import cell_env
+
+    assert worker_threads(1) == usable_cores() and worker_threads(4 * usable_cores()) == 1
+    clean.setenv("OMP_NUM_THREADS", "1")
+    assert worker_threads(1) == 1 and cell_env(worker_threads(1))["OMP_NUM_THREADS"] == "1"
+    clean.setenv("OMP_NUM_THREADS", "3")
+    assert worker_threads(2) == 3  # the user's per-process choice, as default_threads() honours it
