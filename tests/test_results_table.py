@@ -239,11 +239,13 @@ def test_table2_small_rows_run_on_the_current_tasks():
     def current(cell: str) -> bool:  # a score of the current config on every seed
         return not any(mark in cell for mark in ("[stale", "seeds]", "failed"))
 
-    # Guess My City: every column current on every seed but SWEET-RL, run on the seeds it has (a partial cell says
-    # how many).  20Q: every column (SWEET-RL and group PG from the one-epoch BC stage too)
+    # Guess My City: every column current on every seed but SWEET-RL and BC (the 4 x 256 model's ~80-min cells, run on
+    # seeds 0 and 2 so far), each run on the seeds it has (a partial cell says how many).  20Q: every column
+    # (SWEET-RL and group PG from the one-epoch BC stage too)
     guess = cells_of("Guess My City")
-    assert len(guess) == 9 and all(current(c) and "not run" not in c for c in guess[:6] + guess[7:])
-    assert "not run" not in guess[6] and "failed" not in guess[6]
+    assert len(guess) == 9 and all(current(c) and "not run" not in c for c in guess[1:6] + guess[7:])
+    for cell in (guess[0], guess[6]):
+        assert not any(mark in cell for mark in ("not run", "failed", "[stale")), cell
     twenty = cells_of("20Qs")
     assert len(twenty) == 9 and all(current(c) and "not run" not in c for c in twenty)
     wordle = cells_of("Wordle")  # every trained column on the original's words (SWEET-RL and group PG included)
@@ -399,14 +401,20 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     sweep = plan("table2_small", [], {"task": {"maze_fo"}, "algo": {"ilql"}, "seed": {"0"}})
     assert sweep.configs[sweep.cells[0].name].algo.td_lambda == 0.5
     # 20Q and Guess My City filtered BC: the paper-size dataset, the epochs their curves chose; 20Q's BC one epoch of
-    # it (its 4x curve plateaus), Guess My City's BC the table's budget (no curve has chosen one)
+    # it (its 4x curve plateaus); Guess My City's BC the 4 x 256 model with a 2,048-token BPE, ten questions a
+    # sequence, 4000 length-bucketed batches of 8,192 tokens (0.94 epoch: its curve, one seed)
     sweep = plan("table2_small", [], {"task": {"twenty_questions", "guess"}, "algo": {"filtered_bc", "bc"},
                                       "seed": {"0"}})
     got = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
-    for task, steps, bc_budget in (("twenty_questions", 3600, (3000, 32, 100_000)), ("guess", 2500, (80, 16, 5000))):
-        fbc, bc = got[task, "filtered_bc"], got[task, "bc"]
+    for task, steps in (("twenty_questions", 3600), ("guess", 2500)):
+        fbc = got[task, "filtered_bc"]
         assert (fbc.algo.steps, fbc.algo.batch_size, fbc.task.data.recipe.episodes) == (steps, 32, 100_000)
-        assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == bc_budget
+    bc = got["twenty_questions", "bc"]
+    assert (bc.algo.steps, bc.algo.batch_size, bc.task.data.recipe.episodes) == (3000, 32, 100_000)
+    bc = got["guess", "bc"]
+    assert (bc.algo.steps, bc.algo.batch_tokens, bc.task.data.recipe.episodes) == (4000, 8192, 100_000)
+    assert (bc.model.name, bc.model.vocab_size, bc.task.moves_per_sequence) == ("small", 2048, 10)
+    assert got["guess", "filtered_bc"].model.name == "tiny"
     # 20Q's RL columns start from that one-epoch BC stage: MC and ILQL 600 x 16 (their curves; ILQL on lambda-1
     # targets), PPO and online %BC the table's rounds
     sweep = plan("table2_small", [], {"task": {"twenty_questions"}, "seed": {"0"},
