@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--points", type=int, default=8, help="curve points per offline run")
     parser.add_argument("--episodes-per-start", type=int, default=2, help="episodes per start state at a point")
-    parser.add_argument("--workers", type=int, default=1, help="runs at once (each gets cores / workers threads, or $OMP_NUM_THREADS)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="runs at once (each gets cores / workers threads, or $OMP_NUM_THREADS)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "curves")
     parser.add_argument("--tag", default="", help="names a variant (other overrides): its own runs and rows")
     parser.add_argument("--name", default=None, help="output <name>.{csv,png} (default: the task)")

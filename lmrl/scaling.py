@@ -217,13 +217,12 @@ def offline_step(lengths: Sequence[int], algo: dict, world: int = 1) -> OfflineS
         return OfflineStep(step_tokens(lengths, batch, world), batch, max(1, math.ceil(batch / world)) * max(lengths))
     import torch
 
-    from lmrl.algos.bc import token_batches
+    from lmrl.algos.bc import BUCKET_WINDOW, token_batches
 
     g, budget = torch.Generator().manual_seed(0), int(algo["batch_tokens"])
-    window = 64  # token_batches' default
-    per_window = window * max(1, budget // max(1, int(np.mean(lengths))))
+    per_window = BUCKET_WINDOW * max(1, budget // max(1, int(np.mean(lengths))))
     lengths = np.tile(np.asarray(lengths), max(1, math.ceil(BUCKETED_WINDOWS * per_window / len(lengths))))
-    batches = token_batches(torch.randperm(len(lengths), generator=g).tolist(), lengths, budget, g, window, world)
+    batches = token_batches(torch.randperm(len(lengths), generator=g).tolist(), lengths, budget, g, min_rows=world)
     shares = [[len(b[r::world]) * int(lengths[b[r::world]].max()) for r in range(world)] for b in batches]
     return OfflineStep(float(np.mean([sum(s) for s in shares])), float(np.mean([len(b) for b in batches])),
                        float(max(max(s) for s in shares)))

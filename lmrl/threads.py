@@ -70,7 +70,7 @@ def local_processes() -> int:
 
 def default_threads() -> int:
     """`OMP_NUM_THREADS` when set, else this process's share of the cores it may use."""
-    return positive_int(os.environ.get("OMP_NUM_THREADS")) or max(1, usable_cores() // local_processes())
+    return worker_threads(local_processes())
 
 
 def set_threads(threads: int | None = None) -> int:

@@ -286,8 +286,12 @@ def sequence_lengths(seqs: Sequence[TokenSequence]) -> np.ndarray:
     return np.diff(offsets) if offsets is not None else np.array([len(s) for s in seqs])
 
 
+# Batches' worth of sequences `token_batches` sorts together by length.
+BUCKET_WINDOW = 64
+
+
 def token_batches(order: list[int], lengths: np.ndarray, budget: int, g: torch.Generator,
-                  window: int = 64, min_rows: int = 1) -> list[list[int]]:
+                  window: int = BUCKET_WINDOW, min_rows: int = 1) -> list[list[int]]:
     """Length bucketing: `order` cut into windows of about `window` batches' worth of sequences, each
     window sorted by length and cut greedily into batches whose padded size (count x longest) stays
     within `budget` tokens (a longer sequence gets a batch of its own); the batches are then shuffled
