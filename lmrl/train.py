@@ -155,6 +155,8 @@ def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     with engine.gathered():  # whole weights for the export (ZeRO-3), written by rank 0
         if is_main():
             trainer.save(export)
+            if hasattr(trainer, "publish"):  # a BC run's weights are its config's BC stage: RL runs reuse them
+                trainer.publish(export)
     barrier()
     world = world_size()
     shutdown()  # the other processes are done; rank 0 evaluates alone

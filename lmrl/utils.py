@@ -21,19 +21,24 @@ def seed_everything(seed: int) -> None:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path):
-    """An exclusive advisory lock held by the main process for the block (other processes pass)."""
+def file_lock(path: Path, wait: bool = True):
+    """An exclusive advisory lock held by the main process for the block (other processes pass).  Yields whether
+    the lock is held: `wait=False` does not wait for another holder and yields False instead."""
     from lmrl.dist import is_main
 
     if not is_main():
-        yield
+        yield True
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 

@@ -2,10 +2,13 @@
 
 import itertools
 import json
+import shutil
+import subprocess
+import sys
 
 import pytest
 
-from tests.e2e import ROOT, run_cli
+from tests.e2e import ROOT, cli_env, run_cli
 
 TASKS = sorted(p.stem for p in (ROOT / "conf/task").glob("*.yaml"))
 ALGOS = sorted(p.stem for p in (ROOT / "conf/algo").glob("*.yaml"))
@@ -79,3 +82,34 @@ def test_rl_reuses_the_cached_bc_stage(tmp_path):
                                           "betas=[0,2]"], tmp_path / "eval", cache)
     assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["rerank", "beta=0", "beta=2"]  # headline first
     assert all(REQUIRED - {"task", "algo"} <= p.keys() for p in evaluated["policies"].values())
+
+
+def test_a_bc_run_is_the_bc_stage_of_its_config(tmp_path):
+    """A BC run publishes its export as the cached BC stage of its config: an RL run with the same model, seed and
+    BC budget starts from it instead of training it again, and it holds the weights that training the stage
+    would have given (same trainer, initial weights and batches)."""
+    from safetensors.torch import load_file
+
+    shared, fresh = tmp_path / "shared", tmp_path / "fresh"
+    run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=bc"], tmp_path / "bc", shared)
+    (published,) = (shared / "bc" / "maze_fo").iterdir()
+    assert (published / "config.json").exists() and not published.name.endswith((".partial", ".tmp"))
+    run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=mc"], tmp_path / "mc", shared)
+    assert list((shared / "bc" / "maze_fo").iterdir()) == [published]  # reused, not trained again
+    assert "reusing the cached BC stage" in (tmp_path / "mc" / "train.log").read_text()
+    run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=mc"], tmp_path / "mc_fresh", fresh)
+    (trained,) = (fresh / "bc" / "maze_fo").iterdir()
+    assert trained.name == published.name  # the same key
+    ours, theirs = load_file(published / "model.safetensors"), load_file(trained / "model.safetensors")
+    assert ours.keys() == theirs.keys() and all(ours[k].equal(theirs[k]) for k in ours)
+    # a filtered-BC run is not a BC stage (other data): it publishes nothing
+    run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=filtered_bc"], tmp_path / "fbc", fresh)
+    assert list((fresh / "bc" / "maze_fo").iterdir()) == [trained]
+    # a finished BC run whose stage was not cached (an older run, a cleared cache) is published afterwards
+    shutil.rmtree(published)
+    cli = [sys.executable, "-m", "lmrl.publish_stage"]
+    proc = subprocess.run([*cli, str(tmp_path / "bc")], cwd=ROOT, env=cli_env(shared), capture_output=True, text=True)
+    assert proc.returncode == 0 and f"cached as {published}" in proc.stdout, proc.stderr[-2000:]
+    assert load_file(published / "model.safetensors").keys() == ours.keys()
+    proc = subprocess.run([*cli, str(tmp_path / "fbc")], cwd=ROOT, env=cli_env(shared), capture_output=True, text=True)
+    assert proc.returncode == 2 and "only plain BC runs" in proc.stderr

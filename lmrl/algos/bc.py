@@ -85,6 +85,7 @@ def top_fraction(episodes: list[Episode], fraction: float) -> list[Episode]:
 
 class BCTrainer:
     config_class = BCConfig
+    stage_key: dict | None = None  # set by plain BC runs only (`publish`)
 
     def __init__(self, cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None,
                  checkpointer: Checkpointer | None = None):
@@ -93,6 +94,9 @@ class BCTrainer:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.max_length = model_max_length(model)
         self.seqs = self.sequences()
+        # A BC run's weights are the BC stage of its config (`publish`): the key is taken before training.
+        self.stage_key = (bc_stage_key(cfg, task, model, tokenizer, seed, engine.precision)
+                          if type(self) is BCTrainer else None)
         engine.setup(model, self.offline_optim())
 
     def offline_optim(self) -> OptimConfig:
@@ -275,6 +279,14 @@ class BCTrainer:
         self.tokenizer.save_pretrained(directory)
         write_step(Path(directory), self.engine.global_step)
 
+    def publish(self, export: Path) -> Path | None:
+        """Cache this run's export (`save`) as the BC stage of its config, which RL runs of the same task, model,
+        seed and `algo.bc` then start from instead of training it again (main process, after `save`).  The same
+        trainer, config, initial weights and batch order as a stage trained by `bc_checkpoint`."""
+        if self.stage_key is None:
+            return None
+        return publish_stage(self.task, "bc", self.stage_key, export, "BC stage")
+
     def policies(self, eval_cfg, seed: int) -> dict[str, LMPolicy]:
         """The policies to evaluate, by name (the first is the run's headline): the trained LM, sampled."""
         return {"sample": lm_policy(self.engine.unwrap(), self.tokenizer, self.task, eval_cfg, seed)}
@@ -405,13 +417,37 @@ def stage_path(task, kind: str, key: dict) -> Path:
     return task.cache_dir / kind / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int, train: bool = True) -> Path:
-    """The BC stage RL starts from: trained once, cached by (dataset, model, BC config, seed, precision);
-    `train=False`: it must be cached already."""
+def bc_stage_key(cfg: BCConfig, task, model, tokenizer, seed: int, precision: str) -> dict:
+    """What a BC stage is cached by: (dataset, model, BC config, seed, precision).  `log_every` is left out: it
+    changes what is printed, not the weights (debug=smoke's BC runs log every 5 steps, its stages every 25)."""
+    bc = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "log_every"}
     key = {"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
-           "bc": dataclasses.asdict(cfg), "seed": seed, "precision": engine.precision}
+           "bc": bc, "seed": seed, "precision": precision}
     if task.moves_per_sequence != 1:  # only then: keys from before the option stay valid
         key["moves_per_sequence"] = task.moves_per_sequence
+    return key
+
+
+def publish_stage(task, kind: str, key: dict, source: Path, what: str) -> Path | None:
+    """Offer a finished run's export as the cached stage of `key` (main process only), unless one is cached
+    already or another process is training it (it holds the stage's lock: this run does not wait for it);
+    returns the stage's path when this call wrote it."""
+    path = stage_path(task, kind, key)
+    with file_lock(task.cache_dir / "locks" / f"{kind}_{task.name}_{path.name}.lock", wait=False) as held:
+        if not held or (path / "config.json").exists():
+            return None
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        shutil.copytree(source, tmp)
+        os.replace(tmp, path)
+        shutil.rmtree(path.with_name(path.name + ".partial"), ignore_errors=True)  # a killed build's checkpoints
+    log.info("this run's weights are the %s of its config: cached in %s for the RL runs that start there", what, path)
+    return path
+
+
+def bc_checkpoint(cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int, train: bool = True) -> Path:
+    """The BC stage RL starts from: trained once, cached by `bc_stage_key`, or published by a BC run of the
+    same config (`BCTrainer.publish`); `train=False`: it must be cached already."""
+    key = bc_stage_key(cfg, task, model, tokenizer, seed, engine.precision)
 
     def build(partial: Path, tmp: Path) -> None:
         trainer = BCTrainer(cfg, task, engine.spawn(), model, tokenizer, StageLogger(logger, "bc_stage"), seed,

@@ -208,3 +208,31 @@ def test_merged_sequences_are_drawn_in_proportion_to_their_counts():
     assert not BCTrainer.draws_by_weight(trainer(1, "weight"), data)
     assert not BCTrainer.draws_by_weight(small, PackedSequences.build([seq(5), seq(6)], dedup=True))  # equal
     assert sorted(BCTrainer.epoch_plan(trainer(1, "weight"), data, 0)) == [[0], [1], [2]]
+
+
+def test_a_published_stage_never_waits_for_or_replaces_another(tmp_path):
+    """`publish_stage` (a finished BC run offering its export as the BC stage): it writes the stage when none is
+    cached, leaves a cached one alone, and skips instead of waiting while another process holds the stage's lock
+    (that process is training the stage: up to hours)."""
+    from hydra import compose, initialize_config_dir
+
+    from lmrl.algos.bc import publish_stage, stage_path
+    from lmrl.task import Task
+    from lmrl.utils import file_lock
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(Path(__file__).parents[2] / "conf")):
+        cfg = compose("train", overrides=["task=maze_fo", "task.data.recipe.episodes=20"])
+    task = Task(cfg.task, tmp_path)
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "config.json").write_text('{"run": 1}')
+    key = {"data": task.dataset_path().name, "seed": 0}
+    path = stage_path(task, "bc", key)
+    with file_lock(task.cache_dir / "locks" / f"bc_{task.name}_{path.name}.lock"):  # a stage being trained
+        assert publish_stage(task, "bc", key, export, "BC stage") is None and not path.exists()
+    path.with_name(path.name + ".partial").mkdir(parents=True)  # a killed build's checkpoints
+    assert publish_stage(task, "bc", key, export, "BC stage") == path
+    assert (path / "config.json").read_text() == '{"run": 1}' and not path.with_name(path.name + ".partial").exists()
+    (export / "config.json").write_text('{"run": 2}')
+    assert publish_stage(task, "bc", key, export, "BC stage") is None
+    assert (path / "config.json").read_text() == '{"run": 1}' and sorted(p.name for p in path.parent.iterdir()) == [path.name]
