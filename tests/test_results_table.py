@@ -542,3 +542,38 @@ def test_a_cell_whose_config_changed_while_the_sweep_ran_fails_with_the_reason(t
     assert cell.status == "failed" and "config changed" in cell.note and "planned_hash" in cell.note
     assert find_record(records, "planned_hash") is None
     assert [r["config_hash"] for r in load_records(records)] == ["new_hash"]
+
+
+def test_rl_columns_start_from_their_rows_bc_cell():
+    """A BC run publishes its weights as the BC stage of its config (README "Value-based RL"), so an RL cell whose
+    stage key (data, model, BC config but `log_every`, window) equals its row's BC cell's trains no stage of its
+    own.  In table2_small that holds for every RL column but the ones named here, each with its reason."""
+    import dataclasses
+
+    from launchers.sweep import plan
+    from lmrl.algos.base import typed_config
+    from lmrl.algos.bc import BCConfig
+    from lmrl.task import OUTPUT_NEUTRAL
+
+    own_stage = {("maze_po", "mc"), ("maze_po", "ilql"),  # ten moves a sequence (task_algo/maze_po_*.yaml)
+                 ("car_dealer", "sweet")}  # 4 attempts a buyer: its own data
+    moving = {"guess"}  # its RL columns still start from the old 80 x 16 stage (issue 20: moving them)
+
+    def key(cfg, bc) -> dict:
+        recipe = OmegaConf.to_container(cfg.task.data.recipe, resolve=True)
+        return {"bc": {k: v for k, v in dataclasses.asdict(typed_config(BCConfig, bc)).items() if k != "log_every"},
+                "model": OmegaConf.to_container(cfg.model, resolve=True),
+                "data": {k: v for k, v in recipe.items() if k not in OUTPUT_NEUTRAL},
+                "window": cfg.task.get("moves_per_sequence", 1)}
+
+    sweep = plan("table2_small", [], {"seed": {"0"}})
+    configs = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
+    shared = set()
+    for (task, algo), cfg in configs.items():
+        if algo == "bc" or "bc" not in cfg.algo or task in moving:
+            continue
+        same = key(cfg, cfg.algo.bc) == key(configs[task, "bc"], configs[task, "bc"].algo)
+        assert same != ((task, algo) in own_stage), (task, algo)
+        if same:
+            shared.add(task)
+    assert len(shared) == len(sweep.spec["tasks"]) - len(moving)
