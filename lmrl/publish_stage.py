@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 from lmrl.algos.base import typed_config
@@ -31,7 +31,7 @@ def publish_run(run_dir: Path) -> tuple[Path, bool]:
     if not (run_dir / "metrics.json").exists() or not (export / "config.json").exists():
         raise ValueError(f"{run_dir} is not a finished run (no metrics.json or checkpoint/config.json)")
     cfg = OmegaConf.load(config)
-    if cfg.algo._target_ != f"{BCTrainer.__module__}.{BCTrainer.__qualname__}":
+    if get_class(cfg.algo._target_) is not BCTrainer:
         raise ValueError(f"{run_dir} is a {cfg.algo.name} run: only plain BC runs are BC stages")
     seed_everything(cfg.seed)
     task = Task(cfg.task, cfg.cache_dir)

@@ -387,7 +387,7 @@ def cached_stage(task, kind: str, key: dict, what: str, build) -> Path:
     A key's `data` is the dataset's file name; a stage cached under another name of the same bytes
     (`Task.dataset_aliases`: the generator's code changed, its episodes did not) is reused."""
     path = stage_path(task, kind, key)
-    with file_lock(task.cache_dir / "locks" / f"{kind}_{task.name}_{path.name}.lock"):
+    with file_lock(stage_lock(task, kind, path)):
         if broadcast_object((path / "config.json").exists()):
             log.info("reusing the cached %s %s", what, path)
             return path
@@ -417,6 +417,11 @@ def stage_path(task, kind: str, key: dict) -> Path:
     return task.cache_dir / kind / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def stage_lock(task, kind: str, path: Path) -> Path:
+    """The lock held while the stage at `path` is trained or published."""
+    return task.cache_dir / "locks" / f"{kind}_{task.name}_{path.name}.lock"
+
+
 def bc_stage_key(cfg: BCConfig, task, model, tokenizer, seed: int, precision: str) -> dict:
     """What a BC stage is cached by: (dataset, model, BC config, seed, precision).  `log_every` is left out: it
     changes what is printed, not the weights (debug=smoke's BC runs log every 5 steps, its stages every 25)."""
@@ -433,7 +438,7 @@ def publish_stage(task, kind: str, key: dict, source: Path, what: str) -> Path |
     already or another process is training it (it holds the stage's lock: this run does not wait for it);
     returns the stage's path when this call wrote it."""
     path = stage_path(task, kind, key)
-    with file_lock(task.cache_dir / "locks" / f"{kind}_{task.name}_{path.name}.lock", wait=False) as held:
+    with file_lock(stage_lock(task, kind, path), wait=False) as held:
         if not held or (path / "config.json").exists():
             return None
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")

@@ -216,7 +216,7 @@ def test_a_published_stage_never_waits_for_or_replaces_another(tmp_path):
     (that process is training the stage: up to hours)."""
     from hydra import compose, initialize_config_dir
 
-    from lmrl.algos.bc import publish_stage, stage_path
+    from lmrl.algos.bc import publish_stage, stage_lock, stage_path
     from lmrl.task import Task
     from lmrl.utils import file_lock
 
@@ -228,7 +228,7 @@ def test_a_published_stage_never_waits_for_or_replaces_another(tmp_path):
     (export / "config.json").write_text('{"run": 1}')
     key = {"data": task.dataset_path().name, "seed": 0}
     path = stage_path(task, "bc", key)
-    with file_lock(task.cache_dir / "locks" / f"bc_{task.name}_{path.name}.lock"):  # a stage being trained
+    with file_lock(stage_lock(task, "bc", path)):  # a stage being trained
         assert publish_stage(task, "bc", key, export, "BC stage") is None and not path.exists()
     path.with_name(path.name + ".partial").mkdir(parents=True)  # a killed build's checkpoints
     assert publish_stage(task, "bc", key, export, "BC stage") == path
