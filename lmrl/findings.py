@@ -5,7 +5,8 @@ Each claim of LMRL-Gym's Table 2 is a set of comparisons "A vs B on task T" (A, 
 comparison a direction; ours agrees when our seeds put A and B apart in the same direction, by
 Welch's t-test at the two-sided `alpha` (default 0.05) on the seeds' means and standard errors;
 disagrees when they are apart the other way; and is inconclusive when they are not apart (within
-noise, one seed, or a cell with no current score — stale, failed or not run).  A claim agrees when
+noise, one seed, a cell with no current score — stale, failed or not run — or two cells of different
+models, which compare the models rather than the methods).  A claim agrees when
 more of its comparisons agree than disagree and at least half of them agree; disagrees when more
 disagree than agree; else it is inconclusive.
 
@@ -46,10 +47,12 @@ CLAIMS = (
 )
 
 
-def _cell(cells: pd.DataFrame, task: str, algo: str) -> dict | None:
-    """A current score of (task, algo): {'algo', 'mean', 'se', 'n'}, or None with no usable score."""
+def _cell(cells: pd.DataFrame, task: str, algo: str, model: str = "") -> dict | None:
+    """A current score of (task, algo): {'algo', 'mean', 'se', 'n', 'model'}, or None with no usable score.
+    `best_offline_rl` picks among MC and ILQL the cells of `model` when there are any (what it is compared with)."""
     if algo == BEST_OFFLINE:
         found = [c for a in OFFLINE_RL if (c := _cell(cells, task, a)) is not None]
+        found = [c for c in found if c["model"] == model] or found
         return max(found, key=lambda c: c["mean"]) if found else None
     row = cells[(cells["task"] == task) & (cells["algo"] == algo)]
     if row.empty:
@@ -57,8 +60,9 @@ def _cell(cells: pd.DataFrame, task: str, algo: str) -> dict | None:
     row = row.iloc[0]
     if row["status"] != "ok" or str(row.get("stale") or "") not in ("", "nan"):
         return None
+    model = row.get("model")
     return {"algo": algo, "mean": float(row["normalized_mean"]), "se": float(row["normalized_stderr"]),
-            "n": int(row["seeds"])}
+            "n": int(row["seeds"]), "model": "" if pd.isna(model) else str(model)}
 
 
 def _paper(paper: pd.DataFrame, task: str, algo: str) -> float:
@@ -83,7 +87,8 @@ def compare(cells: pd.DataFrame, paper: pd.DataFrame, comparison, alpha: float =
     from scipy import stats
 
     task_a, algo_a, task_b, algo_b = comparison
-    a, b = _cell(cells, task_a, algo_a), _cell(cells, task_b, algo_b)
+    a = _cell(cells, task_a, algo_a, (_cell(cells, task_b, algo_b) or {}).get("model", ""))
+    b = _cell(cells, task_b, algo_b, (a or {}).get("model", ""))
     paper_diff = _paper(paper, task_a, algo_a) - _paper(paper, task_b, algo_b)
     row = {"task_a": task_a, "a": algo_a if algo_a != BEST_OFFLINE or a is None else f"{BEST_OFFLINE}={a['algo']}",
            "task_b": task_b, "b": algo_b if algo_b != BEST_OFFLINE or b is None else f"{BEST_OFFLINE}={b['algo']}",
@@ -92,6 +97,8 @@ def compare(cells: pd.DataFrame, paper: pd.DataFrame, comparison, alpha: float =
         missing = " and ".join(f"{t}/{x}" for t, x, c in ((task_a, algo_a, a), (task_b, algo_b, b)) if c is None)
         return {**row, "verdict": "inconclusive", "why": f"no current score for {missing}"}
     row["diff"] = a["mean"] - b["mean"]
+    if a["model"] and b["model"] and a["model"] != b["model"]:
+        return {**row, "verdict": "inconclusive", "why": f"different models ({a['model']} vs {b['model']})"}
     if a["n"] < 2 or b["n"] < 2:
         return {**row, "verdict": "inconclusive", "why": "one seed: no standard error"}
     t, df = welch(a, b)
@@ -134,7 +141,8 @@ def to_markdown(summary: pd.DataFrame, details: pd.DataFrame, names: dict, alpha
     lines = ["## Findings: the paper's claims on this table", "",
              f"A comparison agrees when our seeds separate the two cells (Welch's t-test, p < {alpha:g}) in the "
              "direction of the paper's Table 2, disagrees when they separate the other way, and is inconclusive "
-             "otherwise (within noise, one seed, or a cell without a current score: stale, failed or not run). "
+             "otherwise (within noise, one seed, a cell without a current score: stale, failed or not run, or cells of "
+             "different models). "
              "A claim agrees when more comparisons agree than disagree and at least half agree; disagrees when more "
              "disagree than agree. `best_offline_rl` is the better of MC and ILQL on that task.", "",
              "| claim | verdict | agree | disagree | inconclusive |", "|---|---|---|---|---|"]

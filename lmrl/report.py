@@ -117,6 +117,7 @@ def aggregate(df: pd.DataFrame, plan: dict | None, paper: pd.DataFrame, stale: d
                            return_mean=ok["return_mean"].astype(float).mean(),
                            success_rate=ok["success_rate"].astype(float).mean(),
                            episodes=int(ok["episodes"].sum()), wall_seconds=ok["wall_seconds"].astype(float).sum(),
+                           model="/".join(sorted(set(ok["model"].astype(str)))) if "model" in ok else "",
                            status="ok", note=f"{len(failed)} seed(s) failed" if len(failed) else "")
             elif len(failed):
                 row.update(status="failed", note="failed: " + str(failed.iloc[-1]["error"]).splitlines()[-1][:160])

@@ -60,6 +60,24 @@ def test_best_offline_rl_is_the_better_of_mc_and_ilql_on_both_sides():
     assert compare(only_mc, PAPER, ("wordle", BEST_OFFLINE, "wordle", "bc"))["verdict"] == "disagree"
 
 
+def test_cells_of_different_models_compare_models_not_methods():
+    """Guess My City's MC ran on the 4 x 256 model's BC stage while its ILQL still ran on the tiny one: their gap
+    is the models', so the comparison is inconclusive; best offline RL against BC picks the cell of BC's model."""
+    cells = pd.DataFrame([{**cell("guess", "mc", 25, 3), "model": "small"},
+                          {**cell("guess", "ilql", 0, 0), "model": "tiny"},
+                          {**cell("guess", "bc", 12, 2), "model": "small"}])
+    row = compare(cells, PAPER, ("guess", "mc", "guess", "ilql"))
+    assert row["verdict"] == "inconclusive" and row["why"] == "different models (small vs tiny)"
+    assert row["diff"] == pytest.approx(25)
+    tiny_best = cells.assign(normalized_mean=[25, 40, 12])  # the tiny ILQL cell now the higher one
+    row = compare(tiny_best, PAPER, ("guess", BEST_OFFLINE, "guess", "bc"))
+    assert row["a"] == "best_offline_rl=mc" and row["diff"] == pytest.approx(13) and row["verdict"] != "inconclusive"
+    # without a model of BC's, the better cell as before, and the mismatch makes it inconclusive
+    no_bc = tiny_best.assign(model=["small", "tiny", "other"])
+    row = compare(no_bc, PAPER, ("guess", BEST_OFFLINE, "guess", "bc"))
+    assert row["a"] == "best_offline_rl=ilql" and row["verdict"] == "inconclusive"
+
+
 def test_claim_verdicts():
     assert claim_verdict(["agree", "agree", "inconclusive", "inconclusive"]) == "agree"
     assert claim_verdict(["agree", "inconclusive", "inconclusive"]) == "inconclusive"  # less than half agree
