@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import re
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +147,17 @@ def shutdown() -> None:
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+def exit_worker() -> None:
+    """End a process other than rank 0 once it has left the process group, without returning.  Returning frees the
+    DDP reducer and with it the gloo process group, whose destructor joins gloo's worker threads while holding the
+    GIL; a worker still releasing the last barrier's tensors waits for the GIL: deadlock (torch 2.13, seen in a
+    2-process run sharing one core: rank 1 hung in ~ProcessGroupGloo until the test's 10-minute timeout)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def all_mean(value: float) -> float:

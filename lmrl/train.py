@@ -25,7 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmrl.algos.base import ConfigError, build_trainer
 from lmrl.checkpoint import Checkpointer
-from lmrl.dist import barrier, broadcast_object, init_distributed, is_main, main_first, shutdown, world_size
+from lmrl.dist import (barrier, broadcast_object, exit_worker, init_distributed, is_main, main_first, shutdown,
+                       world_size)
 from lmrl.evaluation import evaluate_policies, load_policies, write_run
 from lmrl.records import HASH_FREE, config_hash, find_record, make_record, without_cache_dirs, write_record
 from lmrl.task import Task
@@ -163,7 +164,7 @@ def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     if not is_main():
         if hydra_dir != run_dir:  # this process's own (unused) Hydra output directory
             shutil.rmtree(hydra_dir, ignore_errors=True)
-        return {}
+        exit_worker()
     policies = checkpoint_policies(trainer, engine, export, task, cfg.task.eval, cfg.seed)
     metrics = evaluate_policies(task, policies, cfg.task.eval, cfg.seed, logger)
     logger.log({f"eval/{k}": v for k, v in metrics.items() if k != "policies"}, step=None)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -32,9 +34,17 @@ def run_cli(module: str, overrides: list[str], run_dir: Path, cache_dir: Path, t
     `metrics_dir` when the run writes elsewhere, e.g. a resumed run)."""
     env = cli_env(cache_dir, **({"OMP_NUM_THREADS": "1"} if nproc > 1 else {}), **env_extra)
     cmd = cli_command(module, overrides, run_dir, nproc)
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}"
-    assert "[lmrl] task=" in proc.stdout, proc.stdout[-2000:]
+    # its own session, so a timeout kills torchrun's workers too (a hung worker otherwise outlives the test)
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{err[-4000:]}"
+    assert "[lmrl] task=" in out, out[-2000:]
     return json.loads(((metrics_dir or run_dir) / "metrics.json").read_text())
 
 

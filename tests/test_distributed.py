@@ -15,10 +15,13 @@ All runs are fp32 (`precision=auto` may pick bf16, whose rounding these toleranc
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from lmrl.tracking import read_log
-from tests.e2e import run_cli
+from tests.e2e import ROOT, run_cli
 
 STEPS = 6
 COMMON = ["task=maze_fo", "debug=smoke", f"smoke.steps={STEPS}", "smoke.batch_size=8", "algo.log_every=1",
@@ -92,3 +95,20 @@ def test_ppo_under_zero3_in_two_processes(tmp_path, cache):
     rounds = [rec for step, rec in read_log(run / "log.jsonl").items() if "rollout/return_mean" in rec]
     assert len(rounds) == 2 and all(r["rollout/train_steps"] > 0 for r in rounds)
     assert (run / "checkpoint" / "value_head.pt").exists()
+
+
+def test_exit_worker_flushes_and_exits_zero(tmp_path):
+    """A rank other than 0 ends with `exit_worker` (returning could deadlock in gloo's destructor): its log lines and
+    prints still reach their files, and torchrun sees exit status 0."""
+    log = tmp_path / "worker.log"
+    code = ("import logging, sys\n"
+            "from lmrl.dist import exit_worker\n"
+            f"logging.basicConfig(filename={str(log)!r}, level=logging.INFO)\n"
+            "logging.getLogger('w').info('logged before exit')\n"
+            "print('printed before exit')\n"
+            "exit_worker()\n"
+            "print('never')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "printed before exit\n"
+    assert "logged before exit" in log.read_text()
