@@ -480,11 +480,12 @@ def test_turn_level_columns_start_from_their_rows_bc_stage():
 
     tasks = {"twenty_questions", "guess", "car_dealer", "maze_fo", "maze_po", "text_nav_fo", "text_nav_po", "wordle",
              "chess", "endgames"}
-    sweep = plan("table2_small", [], {"task": tasks, "algo": {"mc", "ilql", "sweet", "group_pg"}, "seed": {"0"}})
+    sweep = plan("table2_small", [], {"task": tasks, "algo": {"mc", "ppo", "sweet", "group_pg"}, "seed": {"0"}})
     got = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
     for task in tasks:
-        # Guess My City's MC has moved onto its BC cell's stage; ILQL and the turn-level columns not yet (issue 20)
-        stage = got[task, "ilql" if task == "guess" else "mc"]
+        # Guess My City's MC and ILQL have moved onto its BC cell's stage; PPO and the turn-level columns not yet
+        # (issue 20)
+        stage = got[task, "ppo" if task == "guess" else "mc"]
         for algo in ("sweet", "group_pg"):
             if (task, algo) not in got:  # skipped: the table prints why
                 assert algo in sweep.spec["skip"][task], (task, algo)
@@ -558,9 +559,9 @@ def test_rl_columns_start_from_their_rows_bc_cell():
 
     own_stage = {("maze_po", "mc"), ("maze_po", "ilql"),  # ten moves a sequence (task_algo/maze_po_*.yaml)
                  ("car_dealer", "sweet")}  # 4 attempts a buyer: its own data
-    # Guess My City's MC runs on its BC cell's stage; its other RL columns still start from the old 80 x 16 stage
-    # (issue 20: moving them, each after a curve on that stage).
-    moving = {("guess", algo) for algo in ("ilql", "ppo", "online_filtered_bc", "sweet", "group_pg")}
+    # Guess My City's MC and ILQL run on its BC cell's stage; its other RL columns still start from the old 80 x 16
+    # stage (issue 20: moving them, each after a curve on that stage).
+    moving = {("guess", algo) for algo in ("ppo", "online_filtered_bc", "sweet", "group_pg")}
 
     def key(cfg, bc) -> dict:
         recipe = OmegaConf.to_container(cfg.task.data.recipe, resolve=True)
