@@ -472,6 +472,12 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     assert (got["ppo"].algo.rounds, got["ppo"].algo.bc.steps, got["ppo"].algo.bc.batch_size) == (3, 4800, 32)
 
 
+# Cells still on an older stage than their row's BC cell's, each until all its seeds have re-run: Guess My City's
+# SWEET-RL (the tiny model's 80 x 16 stage; on the 4 x 256 model its candidate sampling needs
+# algo.score_batch_size=32 to stay under 8 GiB, conf/experiment/table2_small.yaml).
+MOVING = {("guess", "sweet")}
+
+
 def test_turn_level_columns_start_from_their_rows_bc_stage():
     """Group PG runs the PO maze pilot's budget (20 rounds of 64 episodes, 16 steps of 32 a round) on every row, and
     SWEET-RL its budget (critic 200 x 4, actor 900 x 16) where it runs, each from the same BC stage (budget and data)
@@ -483,12 +489,12 @@ def test_turn_level_columns_start_from_their_rows_bc_stage():
     sweep = plan("table2_small", [], {"task": tasks, "algo": {"mc", "ppo", "sweet", "group_pg"}, "seed": {"0"}})
     got = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
     for task in tasks:
-        # Guess My City's MC and ILQL have moved onto its BC cell's stage; PPO and the turn-level columns not yet
-        # (issue 20)
-        stage = got[task, "ppo" if task == "guess" else "mc"]
+        stage = got[task, "mc"]
         for algo in ("sweet", "group_pg"):
             if (task, algo) not in got:  # skipped: the table prints why
                 assert algo in sweep.spec["skip"][task], (task, algo)
+                continue
+            if (task, algo) in MOVING:
                 continue
             cfg = got[task, algo]
             assert (cfg.algo.bc.steps, cfg.algo.bc.batch_size) == (stage.algo.bc.steps, stage.algo.bc.batch_size), task
@@ -559,10 +565,6 @@ def test_rl_columns_start_from_their_rows_bc_cell():
 
     own_stage = {("maze_po", "mc"), ("maze_po", "ilql"),  # ten moves a sequence (task_algo/maze_po_*.yaml)
                  ("car_dealer", "sweet")}  # 4 attempts a buyer: its own data
-    # Guess My City's MC and ILQL run on its BC cell's stage; its other RL columns still start from the old 80 x 16
-    # stage (issue 20: moving them, each after a curve on that stage).
-    moving = {("guess", algo) for algo in ("ppo", "online_filtered_bc", "sweet", "group_pg")}
-
     def key(cfg, bc) -> dict:
         recipe = OmegaConf.to_container(cfg.task.data.recipe, resolve=True)
         return {"bc": {k: v for k, v in dataclasses.asdict(typed_config(BCConfig, bc)).items() if k != "log_every"},
@@ -574,7 +576,7 @@ def test_rl_columns_start_from_their_rows_bc_cell():
     configs = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
     shared = set()
     for (task, algo), cfg in configs.items():
-        if algo == "bc" or "bc" not in cfg.algo or (task, algo) in moving:
+        if algo == "bc" or "bc" not in cfg.algo or (task, algo) in MOVING:
             continue
         same = key(cfg, cfg.algo.bc) == key(configs[task, "bc"], configs[task, "bc"].algo)
         assert same != ((task, algo) in own_stage), (task, algo)
