@@ -77,10 +77,16 @@ def return_threshold(returns: np.ndarray, fraction: float) -> float:
     return float(np.percentile(returns, 100 * (1 - fraction)))
 
 
-def top_fraction(episodes: list[Episode], fraction: float) -> list[Episode]:
-    """The episodes the original's filter keeps (see `return_threshold`)."""
-    threshold = return_threshold(np.array([ep.total_return for ep in episodes]), fraction)
-    return [ep for ep in episodes if ep.total_return >= threshold]
+def top_fraction(episodes: list[Episode], fraction: float, drop_worst: bool = False) -> list[Episode]:
+    """The episodes the original's filter keeps (see `return_threshold`).
+
+    When fewer than `fraction` of the episodes beat the worst return, the percentile lands on it and `>=` keeps
+    every episode, failures included. `drop_worst` also drops the episodes tied at the worst return (none kept when
+    all tie): the filter then never imitates the group's worst outcome."""
+    returns = np.array([ep.total_return for ep in episodes])
+    threshold = return_threshold(returns, fraction)
+    worst = returns.min() if len(returns) else 0.0
+    return [ep for ep in episodes if ep.total_return >= threshold and not (drop_worst and ep.total_return <= worst)]
 
 
 class BCTrainer:

@@ -76,6 +76,9 @@ class OnlineFilteredBCConfig(OnlineConfig):
     name: str = "online_filtered_bc"
     # Keep this round's episodes with return >= the (1 - top_fraction) percentile (LMRL-Gym: 0.3).
     top_fraction: float = 0.3
+    # Also drop the episodes tied at the round's worst return (the original keeps them when fewer than top_fraction
+    # of the round beat it, so a round of mostly failures imitates its failures).
+    drop_worst: bool = False
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -235,7 +238,7 @@ class OnlineFilteredBCTrainer(OnlineTrainer):
     config_class = OnlineFilteredBCConfig
 
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
-        kept = top_fraction(episodes, self.cfg.top_fraction)
+        kept = top_fraction(episodes, self.cfg.top_fraction, self.cfg.drop_worst)
         seqs = [s for ep in kept for s in self.link_sequences(ep)]
         if not seqs:
             return {"kept_episodes": len(kept), "train_steps": 0, "bc_loss": float("nan")}

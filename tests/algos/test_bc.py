@@ -42,6 +42,17 @@ def test_top_fraction_uses_the_percentile_threshold():
     assert len(top_fraction(eps, 1.0)) == 10
 
 
+def test_top_fraction_keeps_ties_at_the_worst_return_unless_told_not_to():
+    # 2 of 10 beat the worst return: the 70th percentile is the worst return, and >= keeps all ten (the original)
+    eps = [_ep(-20.0)] * 8 + [_ep(-5.0), _ep(-3.0)]
+    assert len(top_fraction(eps, 0.3)) == 10
+    assert sorted(e.total_return for e in top_fraction(eps, 0.3, drop_worst=True)) == [-5.0, -3.0]
+    assert top_fraction([_ep(-20.0)] * 4, 0.3, drop_worst=True) == []
+    # with enough episodes above the worst, the percentile is above it and the option changes nothing
+    spread = [_ep(r) for r in range(10)]
+    assert top_fraction(spread, 0.3, drop_worst=True) == top_fraction(spread, 0.3)
+
+
 def test_typed_config_accepts_and_rejects():
     cfg = typed_config(FilteredBCConfig, OmegaConf.create({"_target_": "x", "lr": 3e-4, "top_fraction": 0.3}))
     assert isinstance(cfg, FilteredBCConfig) and cfg.lr == 3e-4 and cfg.steps == BCConfig.steps
