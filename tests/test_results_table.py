@@ -472,12 +472,6 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     assert (got["ppo"].algo.rounds, got["ppo"].algo.bc.steps, got["ppo"].algo.bc.batch_size) == (3, 4800, 32)
 
 
-# Cells still on an older stage than their row's BC cell's, each until all its seeds have re-run: Guess My City's
-# SWEET-RL (the tiny model's 80 x 16 stage; on the 4 x 256 model its candidate sampling needs
-# algo.score_batch_size=32 to stay under 8 GiB, conf/experiment/table2_small.yaml).
-MOVING = {("guess", "sweet")}
-
-
 def test_turn_level_columns_start_from_their_rows_bc_stage():
     """Group PG runs the PO maze pilot's budget (20 rounds of 64 episodes, 16 steps of 32 a round) on every row but
     Guess My City (40 rounds: its curve), and SWEET-RL its budget (critic 200 x 4, actor 900 x 16) where it runs,
@@ -493,8 +487,6 @@ def test_turn_level_columns_start_from_their_rows_bc_stage():
         for algo in ("sweet", "group_pg"):
             if (task, algo) not in got:  # skipped: the table prints why
                 assert algo in sweep.spec["skip"][task], (task, algo)
-                continue
-            if (task, algo) in MOVING:
                 continue
             cfg = got[task, algo]
             assert (cfg.algo.bc.steps, cfg.algo.bc.batch_size) == (stage.algo.bc.steps, stage.algo.bc.batch_size), task
@@ -578,7 +570,7 @@ def test_rl_columns_start_from_their_rows_bc_cell():
     configs = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
     shared = set()
     for (task, algo), cfg in configs.items():
-        if algo == "bc" or "bc" not in cfg.algo or (task, algo) in MOVING:
+        if algo == "bc" or "bc" not in cfg.algo:
             continue
         same = key(cfg, cfg.algo.bc) == key(configs[task, "bc"], configs[task, "bc"].algo)
         assert same != ((task, algo) in own_stage), (task, algo)
