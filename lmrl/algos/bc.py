@@ -84,9 +84,10 @@ def top_fraction(episodes: list[Episode], fraction: float, drop_worst: bool = Fa
     every episode, failures included. `drop_worst` also drops the episodes tied at the worst return (none kept when
     all tie): the filter then never imitates the group's worst outcome."""
     returns = np.array([ep.total_return for ep in episodes])
-    threshold = return_threshold(returns, fraction)
-    worst = returns.min() if len(returns) else 0.0
-    return [ep for ep in episodes if ep.total_return >= threshold and not (drop_worst and ep.total_return <= worst)]
+    keep = returns >= return_threshold(returns, fraction)
+    if drop_worst:
+        keep &= returns > returns.min()
+    return [ep for ep, kept in zip(episodes, keep) if kept]
 
 
 class BCTrainer:
