@@ -109,7 +109,7 @@ class DeepSpeedEngine:
         deepspeed = _deepspeed()
         init_distributed(force=True)
         cfg = self.ds_config(optim.grad_clip)
-        groups = param_groups(model, optim.weight_decay)
+        groups = param_groups(model, optim.weight_decay, optim.group_lrs)
         if self.ds_optimizer:
             cfg["optimizer"] = {"type": "AdamW", "params": {"lr": optim.lr, "betas": list(optim.betas),
                                                             "weight_decay": optim.weight_decay}}

@@ -218,6 +218,9 @@ class OptimConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = 1.0
     min_lr_ratio: float = 0.1
+    # (name prefix, lr) pairs: parameters whose name starts with the prefix train at that lr (the first match
+    # wins), e.g. a freshly initialised value head beside a pretrained trunk; the schedule scales every group.
+    group_lrs: tuple[tuple[str, float], ...] = ()
 
 
 def warmup_cosine(step: int, cfg: OptimConfig) -> float:
@@ -229,13 +232,22 @@ def warmup_cosine(step: int, cfg: OptimConfig) -> float:
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """No weight decay on biases and norms (the original's decay mask)."""
-    decay, no_decay = [], []
-    for _, p in model.named_parameters():
+def param_groups(model: torch.nn.Module, weight_decay: float,
+                 group_lrs: tuple[tuple[str, float], ...] = ()) -> list[dict]:
+    """No weight decay on biases and norms (the original's decay mask); parameters named by a prefix of
+    `group_lrs` get that prefix's lr (the others the optimizer's default).  Empty groups are left out."""
+    groups: dict[tuple[bool, float | None], list] = {}
+    for name, p in model.named_parameters():
         if p.requires_grad:
-            (decay if p.dim() >= 2 else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+            lr = next((lr for prefix, lr in group_lrs if name.startswith(prefix)), None)
+            groups.setdefault((p.dim() >= 2, lr), []).append(p)
+    out = []
+    for decays in (True, False):
+        for lr in [None, *dict.fromkeys(lr for _, lr in group_lrs)]:
+            if params := groups.get((decays, lr)):
+                out.append({"params": params, "weight_decay": weight_decay if decays else 0.0,
+                            **({"lr": lr} if lr is not None else {})})
+    return out
 
 
 def move(tree, device: torch.device):
@@ -351,7 +363,8 @@ class TorchEngine:
         if self.compile:  # graphs are traced on the first steps; sequence lengths vary, so shapes are dynamic
             self.wrapped = torch.compile(self.wrapped, dynamic=True)
         self.optim_cfg = optim
-        self.optimizer = torch.optim.AdamW(param_groups(model, optim.weight_decay), lr=optim.lr, betas=optim.betas,
+        groups = param_groups(model, optim.weight_decay, optim.group_lrs)
+        self.optimizer = torch.optim.AdamW(groups, lr=optim.lr, betas=optim.betas,
                                            **({"fused": True} if self.fused else {}))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: warmup_cosine(s, optim))
 

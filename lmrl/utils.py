@@ -71,4 +71,6 @@ def summary_line(m: dict) -> str:
             probe += f" of {m['critic/probe_ceiling']:.2f}"
         verdict = "fitted" if m["critic/fitted"] else "DID NOT FIT"
         line += f" critic={verdict} (spearman={m['critic/spearman_states']:.2f}{probe})"
+    elif "critic/explained_variance" in m:  # PPO's value head: its last rounds' explained variance
+        line += f" value_head_explained_variance={m['critic/explained_variance']:.2f}"
     return line

@@ -25,6 +25,7 @@ from lmrl.algos.privileged import TaskInfo, task_info_for
 from lmrl.algos.sweet_critic import load_lm
 from lmrl.algos.turn_losses import group_advantages
 from lmrl.data.tokenize import TokenSequence, decision_points
+from lmrl.dist import OptimConfig
 from lmrl.envs.base import Episode
 
 
@@ -72,6 +73,9 @@ class GroupPGTrainer(PPOTrainer):
 
     def policy_lm(self) -> torch.nn.Module:
         return self.engine.unwrap()
+
+    def optim_config(self) -> OptimConfig:
+        return OnlineTrainer.optim_config(self)  # no value head
 
     def trainer_state(self) -> dict:
         return OnlineTrainer.trainer_state(self)

@@ -21,6 +21,7 @@ One round:
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,12 +34,13 @@ from lmrl.algos.online import OnlineConfig, OnlineTrainer
 from lmrl.algos.ppo_losses import (AdaptiveKL, FixedKL, gae, kl_k3, kl_penalized_rewards, policy_loss, value_loss,
                                    whiten)
 from lmrl.algos.value_losses import gather_tokens
-from lmrl.dist import shard
+from lmrl.dist import OptimConfig, shard
 from lmrl.data.tokenize import TokenSequence, decision_points, next_decision_index
 from lmrl.envs.base import Episode
 from lmrl.models.value import ValueModel
 
 log = logging.getLogger(__name__)
+NAN = float("nan")
 
 
 @dataclass
@@ -49,6 +51,9 @@ class PPOConfig(OnlineConfig):
     cliprange: float = 0.2
     cliprange_value: float = 0.2
     value_coef: float = 0.5
+    # Learning rate of the value head (its zero-initialised output layer moves ~lr per Adam step); null = `lr`,
+    # the original's single rate.  The trunk, shared with the policy, always trains at `lr`.
+    value_lr: float | None = None
     # Per-token KL penalty to the BC reference; adaptive (Ziegler) when kl_target is set.
     kl_coef: float = 0.001
     kl_target: float | None = None
@@ -69,6 +74,8 @@ class PPOConfig(OnlineConfig):
             problems.append("cliprange and cliprange_value must be > 0; value_coef and kl_coef >= 0")
         if self.kl_target is not None and (self.kl_target <= 0 or self.kl_horizon < 1):
             problems.append("kl_target must be > 0 and kl_horizon >= 1")
+        if self.value_lr is not None and self.value_lr <= 0:
+            problems.append(f"value_lr must be > 0 or null (got {self.value_lr})")
         if self.bc_weight < 0 or self.score_batch_size < 1:
             problems.append("bc_weight must be >= 0 and score_batch_size >= 1")
         return problems
@@ -108,6 +115,21 @@ class PPOTrainer(OnlineTrainer):
 
     def policy_lm(self) -> torch.nn.Module:
         return self.model.lm
+
+    def optim_config(self) -> OptimConfig:
+        optim = super().optim_config()
+        if self.cfg.value_lr is not None:
+            optim.group_lrs = (("v_head.", self.cfg.value_lr),)
+        return optim
+
+    def fit(self) -> dict:
+        """The online loop's metrics plus the value head's health: its explained variance over the last five
+        rounds (each measured on a round's targets before that round's update)."""
+        metrics = super().fit()
+        recent = [r["explained_variance"] for r in self.rounds[-5:] if math.isfinite(r.get("explained_variance", NAN))]
+        if recent:
+            metrics["critic/explained_variance"] = sum(recent) / len(recent)
+        return metrics
 
     def trainer_state(self) -> dict:
         return {**super().trainer_state(), "kl_coef": self.kl.value, "value_initialized": self.value_initialized}
@@ -163,6 +185,8 @@ class PPOTrainer(OnlineTrainer):
         if self.cfg.whiten_advantages:
             adv = whiten(adv, valid)
         kl = float(kl_k3(padded["logp"], padded["ref_logp"], valid))
+        # critic health before this round's update: how much of the targets' variance the values explain
+        explained = explained_variance(padded["values"], ret, valid)
         out = []
         for e, links in enumerate(episodes_scored):
             n = [len(s["logp"]) for s in links]
@@ -171,7 +195,7 @@ class PPOTrainer(OnlineTrainer):
             per_link = {k: v.split(n) for k, v in fields.items()}
             out.append([{**s, **{k: per_link[k][j] for k in per_link}} for j, s in enumerate(links)])
         return out, {"kl": kl, "kl_coef": self.kl.value, "return_target_mean": float(ret[valid].mean()),
-                     "old_value_mean": float(padded["values"][valid].mean())}
+                     "old_value_mean": float(padded["values"][valid].mean()), "explained_variance": explained}
 
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
         links = [ep_links for ep_links in map(self.link_sequences, episodes) if ep_links]
@@ -234,6 +258,14 @@ class PPOTrainer(OnlineTrainer):
 
     def policies(self, eval_cfg, seed: int) -> dict:
         return {"sample": lm_policy(self.model.lm, self.tokenizer, self.task, eval_cfg, seed)}
+
+
+def explained_variance(values: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor) -> float:
+    """1 - Var(targets - values) / Var(targets) over the valid entries: 1 for a value that predicts its targets,
+    0 for a constant at their mean, negative for worse (NaN when the targets do not vary)."""
+    v, t = values[valid].double(), targets[valid].double()
+    var = t.var(unbiased=False)
+    return float(1 - (t - v).var(unbiased=False) / var) if var > 0 else float("nan")
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -99,3 +99,6 @@ def test_summary_line_names_the_probe_ceiling_where_it_binds():
     assert summary_line(m).endswith("critic=DID NOT FIT (spearman=0.50 probe=0.56 of 0.84)")
     fo = {**m, "critic/fitted": 1.0, "critic/probe_ceiling": 1.0}
     assert summary_line(fo).endswith("critic=fitted (spearman=0.50 probe=0.56)")
+    # PPO's value head reports its explained variance instead (no Spearman, no verdict)
+    ppo = {k: v for k, v in m.items() if not k.startswith("critic/")} | {"critic/explained_variance": 0.512}
+    assert summary_line(ppo).endswith("episodes=50 value_head_explained_variance=0.51")
