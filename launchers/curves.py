@@ -33,6 +33,10 @@ from lmrl.threads import worker_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 ONLINE = {"ppo", "online_filtered_bc", "group_pg"}
+# Online runs' panels (rounds.csv columns), each drawn where some run has it.
+ONLINE_PANELS = [("normalized_score", "online: rollout normalized score"),
+                 ("kl", "online: KL to the BC policy, per token"),
+                 ("explained_variance", "PPO value head: explained variance\n(round's targets, before its update)")]
 
 
 def run_dir(out: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
@@ -89,7 +93,8 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 def plot(rows: list[dict], path: Path, task: str) -> None:
     """Normalized score, training loss and critic health (per-state Spearman, probe) against epochs; online
-    algorithms' rollout scores against rounds in their own panel."""
+    algorithms' rollout scores, KL to their BC policy and PPO's value-head health against rounds in panels of
+    their own."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,8 +113,9 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
     # legible.  A 4x-budget variant (a ~25x span) stays linear.
     spans = [float(r["epochs"]) for r in offline if float(r["epochs"] or 0) > 0]
     log_x = bool(spans) and max(spans) > 50 * min(spans)
-    fig, axes = plt.subplots(1, len(panels) + bool(online), figsize=(4.2 * (len(panels) + bool(online)), 3.6),
-                             squeeze=False)
+    online_panels = [(key, title) for key, title in ONLINE_PANELS if any(r.get(key) not in (None, "") for r in online)]
+    width = len(panels) + len(online_panels)
+    fig, axes = plt.subplots(1, width, figsize=(4.2 * width, 3.6), squeeze=False)
     axes = list(axes[0])
     # One colour per run in every panel (a panel shows only the runs with a point in it).
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -127,12 +133,11 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
         if loss_scale(losses) == "log":
             ax.set_yscale("log")
             ax.yaxis.set_minor_formatter(NullFormatter())
-    if online:
-        ax = axes[-1]
-        for (algo, seed), series in groups(online).items():
-            ax.plot([int(r["round"]) for r in series], [float(r["normalized_score"]) for r in series], marker="o",
+    for ax, (key, title) in zip(axes[len(panels):], online_panels):
+        for (algo, seed), series in groups([r for r in online if r.get(key) not in (None, "")]).items():
+            ax.plot([int(r["round"]) for r in series], [float(r[key]) for r in series], marker="o",
                     ms=3, label=f"{algo} s{seed}", color=colour[(algo, seed)])
-        ax.set_title("online: rollout normalized score", fontsize=9)
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("round")
     for ax in axes:
         if ax.lines:

@@ -57,3 +57,23 @@ def test_the_loss_axis_is_logarithmic_only_over_a_decade_or_more():
     assert loss_scale([1.23, 1.16, 1.12]) == "linear"  # a log axis would show no labelled tick here
     assert loss_scale([]) == "linear" and loss_scale([0.0, 1.0]) == "linear"
 
+
+
+def test_online_runs_draw_rollouts_kl_and_the_value_heads_health(tmp_path, monkeypatch):
+    """An online study gets a panel per rounds.csv series some run has: PPO's explained variance only with PPO."""
+    drawn = []
+    import matplotlib.axes
+
+    original = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title", lambda ax, title, **kw: (drawn.append(title),
+                                                                                       original(ax, title, **kw)))
+    rows = [{"task": "maze_fo", "algo": algo, "seed": 0, "round": r, "normalized_score": 50 + r, "kl": 0.01 * r,
+             **({"explained_variance": 0.1 * r} if algo == "ppo (r40)" else {})}
+            for algo in ("ppo (r40)", "online_filtered_bc") for r in range(3)]
+    curves.plot([{k: v for k, v in r.items() if k != "kl" or r["algo"] != "online_filtered_bc"} for r in rows],
+                tmp_path / "online.png", "maze_fo")
+    assert drawn == [title for _, title in curves.ONLINE_PANELS]
+    drawn.clear()
+    curves.plot([r for r in rows if r["algo"] == "online_filtered_bc"], tmp_path / "fbc.png", "maze_fo")
+    assert drawn == ["online: rollout normalized score", "online: KL to the BC policy, per token"]
+    assert (tmp_path / "online.png").stat().st_size > 10_000
