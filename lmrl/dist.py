@@ -235,19 +235,16 @@ def warmup_cosine(step: int, cfg: OptimConfig) -> float:
 def param_groups(model: torch.nn.Module, weight_decay: float,
                  group_lrs: tuple[tuple[str, float], ...] = ()) -> list[dict]:
     """No weight decay on biases and norms (the original's decay mask); parameters named by a prefix of
-    `group_lrs` get that prefix's lr (the others the optimizer's default).  Empty groups are left out."""
+    `group_lrs` get that prefix's lr (the others the optimizer's default).  Decaying groups first; empty ones
+    are left out."""
     groups: dict[tuple[bool, float | None], list] = {}
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            lr = next((lr for prefix, lr in group_lrs if name.startswith(prefix)), None)
-            groups.setdefault((p.dim() >= 2, lr), []).append(p)
-    out = []
     for decays in (True, False):
-        for lr in [None, *dict.fromkeys(lr for _, lr in group_lrs)]:
-            if params := groups.get((decays, lr)):
-                out.append({"params": params, "weight_decay": weight_decay if decays else 0.0,
-                            **({"lr": lr} if lr is not None else {})})
-    return out
+        for name, p in model.named_parameters():
+            if p.requires_grad and (p.dim() >= 2) == decays:
+                lr = next((lr for prefix, lr in group_lrs if name.startswith(prefix)), None)
+                groups.setdefault((decays, lr), []).append(p)
+    return [{"params": params, "weight_decay": weight_decay if decays else 0.0,
+             **({"lr": lr} if lr is not None else {})} for (decays, lr), params in groups.items()]
 
 
 def move(tree, device: torch.device):

@@ -40,7 +40,6 @@ from lmrl.envs.base import Episode
 from lmrl.models.value import ValueModel
 
 log = logging.getLogger(__name__)
-NAN = float("nan")
 
 
 @dataclass
@@ -126,7 +125,7 @@ class PPOTrainer(OnlineTrainer):
         """The online loop's metrics plus the value head's health: its explained variance over the last five
         rounds (each measured on a round's targets before that round's update)."""
         metrics = super().fit()
-        recent = [r["explained_variance"] for r in self.rounds[-5:] if math.isfinite(r.get("explained_variance", NAN))]
+        recent = [ev for r in self.rounds[-5:] if math.isfinite(ev := r.get("explained_variance", math.nan))]
         if recent:
             metrics["critic/explained_variance"] = sum(recent) / len(recent)
         return metrics
@@ -265,7 +264,7 @@ def explained_variance(values: torch.Tensor, targets: torch.Tensor, valid: torch
     0 for a constant at their mean, negative for worse (NaN when the targets do not vary)."""
     v, t = values[valid].double(), targets[valid].double()
     var = t.var(unbiased=False)
-    return float(1 - (t - v).var(unbiased=False) / var) if var > 0 else float("nan")
+    return float(1 - (t - v).var(unbiased=False) / var) if var > 0 else math.nan
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
