@@ -378,6 +378,23 @@ def check_a_finished_runs_critic(run, metrics: dict, cache) -> None:
     assert not got["privileged"] and got["unseen_pairs"] == 8 and 0 <= got["unseen_pair_accuracy"] <= 1
 
 
+def probe_a_finished_runs_critic(run, cache) -> None:
+    """`python -m lmrl.algos.sweet_check --probe RUN_DIR`: the maze critic's best move against BFS at held-out
+    states, beside the floor of always one move; a task without BFS moves is refused by name."""
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lmrl.algos.sweet_check", "--probe", *args], cwd=ROOT,
+                              env=cli_env(cache), capture_output=True, text=True, timeout=300)
+
+    proc = cli(str(run))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["task"] == "maze_po" and got["privileged"] and got["states"] > 0
+    assert 0 <= got["bfs_agreement"] <= 100 and set(got["floor"]) == set(got["mean_score"]) == {
+        "move up", "move down", "move left", "move right"}
+    proc = cli(str(run), "task.name=wordle")
+    assert proc.returncode != 0 and "needs the maze's BFS moves" in proc.stderr
+
+
 @pytest.mark.parametrize("task", ["maze_po", "wordle"])
 @pytest.mark.parametrize("algo", ["sweet", "group_pg"])
 def test_smoke_end_to_end(task, algo, cache, tmp_path):
@@ -392,6 +409,8 @@ def test_smoke_end_to_end(task, algo, cache, tmp_path):
             curve = (tmp_path / "run" / "curve.csv").read_text().splitlines()
             assert [row.split(",")[0] for row in curve[1:]] == ["2", "4"] and "normalized_score" in curve[0]
             check_a_finished_runs_critic(tmp_path / "run", metrics, cache)
+        else:
+            probe_a_finished_runs_critic(tmp_path / "run", cache)
     else:
         rounds = (tmp_path / "run" / "rounds.csv").read_text().splitlines()
         assert len(rounds) == 3 and "groups" in rounds[0]
