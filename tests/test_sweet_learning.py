@@ -139,8 +139,8 @@ FO_HALVES = ["algo.critic_stage.halves=true", "algo.critic_stage.beta=1.0", "alg
 def test_a_critic_on_equal_turn_halves_learns_the_fully_observed_maze(tmp_path):
     """On whole trajectory pairs a maze critic can order every pair by counting turns (each costs the same), and its
     best move is BFS-optimal at about the rate of always playing one move; on pairs cut after the same number of
-    turns only where each side has got to orders them, and the critic learns the maze (the table's FO maze stage,
-    seed 0; ~6 min on one core)."""
+    turns only where each side has got to orders them, and the critic learns the maze (a BC stage at the table's FO
+    maze budget, seed 0; ~3 min on one core)."""
     from lmrl.algos.sweet_check import probe_config
 
     def probe(*overrides: str) -> dict:
