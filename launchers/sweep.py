@@ -319,19 +319,20 @@ def choose_launcher(requested: str) -> str:
 
 def check_critics(sweep: Sweep) -> int:
     """The trained critics of the sweep's finished SWEET-RL cells on pairs their stage never drew
-    (`lmrl.algos.sweet_critic.check_config`; measured once per critic, kept beside it), and on the maze the probe's
-    best move against BFS at held-out states (`sweet_check.probe_config`: `probe_bfs_agreement` beside
-    `probe_floor`, always the best single move)."""
-    from lmrl.algos.sweet_check import check_config, probe_config
+    (`lmrl.algos.sweet_check.check_stages`; measured once per critic, kept beside it), and on the maze, from the
+    same loaded stages, the probe's best move against BFS at held-out states (`probe_stages`:
+    `probe_bfs_agreement` beside `probe_floor`, always the best single move)."""
+    from lmrl.algos.sweet_check import cached_stages, check_stages, has_probe, probe_stages
 
     rows = []
     for cell in sweep.cells:
         if cell.algo == "sweet" and cell.done:
             cfg = sweep.configs[cell.name]
             try:
-                rows.append({"cell": cell.label, "digest": cell.digest, **check_config(cfg)})
-                if str(cfg.task.name).startswith("maze"):
-                    probe = probe_config(cfg)
+                stages = cached_stages(cfg)
+                rows.append({"cell": cell.label, "digest": cell.digest, **check_stages(stages)})
+                if has_probe(cfg.task.name):
+                    probe = probe_stages(stages)
                     rows[-1].update(probe_bfs_agreement=probe["bfs_agreement"], probe_floor=max(probe["floor"].values()))
             except FileNotFoundError as err:  # its stages were trained in another cache: nothing to check here
                 print(f"{cell.label}: {err}", flush=True)

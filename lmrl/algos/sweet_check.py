@@ -13,7 +13,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
@@ -28,9 +28,19 @@ from lmrl.task import Task
 from lmrl.tracking import NullLogger
 
 
-def cached_stages(cfg, train: bool = False):
-    """The BC and critic stages behind a SWEET-RL run's config -> (algo, task, tokenizer, engine, bc_dir,
-    critic_dir).  They must be cached, or with `train` are trained (and cached) first."""
+class Stages(NamedTuple):
+    """The BC and critic stages behind a SWEET-RL run's config, with what scoring them needs."""
+    algo: SweetConfig
+    task: Task
+    tokenizer: object
+    engine: object
+    bc_dir: Path
+    critic_dir: Path
+    seed: int
+
+
+def cached_stages(cfg, train: bool = False) -> Stages:
+    """The stages of a SWEET-RL run's config.  They must be cached, or with `train` are trained (and cached) first."""
     algo = typed_config(SweetConfig, cfg.algo)
     if algo.critic not in SCORERS or algo.mode != "turn" or algo.critic_from:
         raise ValueError(f"no critic stage to check (critic={algo.critic}, mode={algo.mode}, "
@@ -40,32 +50,45 @@ def cached_stages(cfg, train: bool = False):
     engine = instantiate(cfg.hardware.engine)
     bc_dir = start_checkpoint(algo, task, engine, model, tokenizer, NullLogger(), cfg.seed, train=train)
     critic_dir = critic_checkpoint(algo, task, engine, tokenizer, NullLogger(), cfg.seed, bc_dir, train=train)
-    return algo, task, tokenizer, engine, bc_dir, critic_dir
+    return Stages(algo, task, tokenizer, engine, bc_dir, critic_dir, cfg.seed)
+
+
+def has_probe(task_name: str) -> bool:
+    """The probe needs BFS moves: the maze's tasks."""
+    return str(task_name).startswith("maze")
 
 
 def check_config(cfg, train: bool = False) -> dict:
     """`unseen_pair_health` of the critic behind a SWEET-RL run's config: what a run made before the check existed
     would have logged.  A critic-only ablation (`algo.privileged=false`) with `train`, without the actor."""
-    algo, task, tokenizer, engine, bc_dir, critic_dir = cached_stages(cfg, train)
-    return {"task": task.name, "seed": cfg.seed, "privileged": algo.privileged, "critic": algo.critic,
-            **cached_unseen_health(algo, task, tokenizer, engine, cfg.seed, critic_dir, bc_dir)}
+    return check_stages(cached_stages(cfg, train))
 
 
-def probe_config(cfg, train: bool = False, episodes: int = 200, per_cell: int = 20) -> dict:
-    """The maze probe of the critic behind a SWEET-RL run's config: on held-out states (`episodes` of another
-    seed of the recipe, at most `per_cell` a cell), the % of states whose best-scored move is BFS-optimal (mean
-    over cells), beside always playing one move (the floor) and the critic's mean score of each move."""
-    if not str(cfg.task.name).startswith("maze"):
+def check_stages(st: Stages) -> dict:
+    return {"task": st.task.name, "seed": st.seed, "privileged": st.algo.privileged, "critic": st.algo.critic,
+            **cached_unseen_health(st.algo, st.task, st.tokenizer, st.engine, st.seed, st.critic_dir, st.bc_dir)}
+
+
+def probe_config(cfg, train: bool = False) -> dict:
+    """The maze probe (`probe_stages`) of the critic behind a SWEET-RL run's config."""
+    if not has_probe(cfg.task.name):
         raise ValueError(f"the probe needs the maze's BFS moves; task {cfg.task.name} has none")
-    algo, task, tokenizer, engine, bc_dir, critic_dir = cached_stages(cfg, train)
+    return probe_stages(cached_stages(cfg, train))
+
+
+def probe_stages(st: Stages, episodes: int = 200, per_cell: int = 20) -> dict:
+    """On held-out maze states (`episodes` of another seed of the recipe, at most `per_cell` a cell), the % of states
+    whose best-scored move is BFS-optimal (mean over cells), beside always playing one move (the floor) and the
+    critic's mean score of each move."""
+    task, algo = st.task, st.algo
     info = task_info_for(algo.task_info, task.name)
     states = turn_probe.maze_states(task.heldout_episodes(episodes), info, task.make_env, per_cell=per_cell)
     actions = list(task.cfg.actions)
-    scorer = SCORERS[algo.critic](critic_dir, bc_dir, algo.critic_stage.beta, engine)
-    scores = turn_probe.critic_move_scores(scorer, tokenizer, states, actions, algo.privileged, task.history_window,
-                                           int(task.cfg.eval.max_input_tokens))
+    scorer = SCORERS[algo.critic](st.critic_dir, st.bc_dir, algo.critic_stage.beta, st.engine)
+    scores = turn_probe.critic_move_scores(scorer, st.tokenizer, states, actions, algo.privileged,
+                                           task.history_window, int(task.cfg.eval.max_input_tokens))
     names = [a.strip() for a in actions]
-    return {"task": task.name, "seed": cfg.seed, "privileged": algo.privileged, "critic": algo.critic,
+    return {"task": task.name, "seed": st.seed, "privileged": algo.privileged, "critic": algo.critic,
             "states": len(states), "bfs_agreement": round(100 * turn_probe.move_agreement(scores, states, actions), 1),
             "floor": {m: round(100 * a, 1) for m, a in turn_probe.constant_move_agreement(states, actions).items()},
             "mean_score": dict(zip(names, (round(x, 4) for x in scores.mean(0).tolist())))}
