@@ -77,16 +77,24 @@ def return_threshold(returns: np.ndarray, fraction: float) -> float:
     return float(np.percentile(returns, 100 * (1 - fraction)))
 
 
-def top_fraction(episodes: list[Episode], fraction: float, drop_worst: bool = False) -> list[Episode]:
+def top_fraction(episodes: list[Episode], fraction: float, drop_worst: bool = False,
+                 cap_ties: bool = False) -> list[Episode]:
     """The episodes the original's filter keeps (see `return_threshold`).
 
     When fewer than `fraction` of the episodes beat the worst return, the percentile lands on it and `>=` keeps
     every episode, failures included. `drop_worst` also drops the episodes tied at the worst return (none kept when
-    all tie): the filter then never imitates the group's worst outcome."""
+    all tie): the filter then never imitates the group's worst outcome.  `cap_ties` drops the episodes tied at the
+    threshold when keeping them would keep more than `fraction` of the episodes and some episode is above it (ties at
+    the best return are the best there is, and stay): a common failure return above the worst one (PO maze: -101
+    for 100 valid moves, invalid replies below it) is then dropped too."""
     returns = np.array([ep.total_return for ep in episodes])
-    keep = returns >= return_threshold(returns, fraction)
+    threshold = return_threshold(returns, fraction)
+    keep = returns >= threshold
     if drop_worst:
         keep &= returns > returns.min()
+    above = returns > threshold
+    if cap_ties and keep.sum() > math.ceil(fraction * len(returns)) and above.any():
+        keep &= above
     return [ep for ep, kept in zip(episodes, keep) if kept]
 
 

@@ -79,6 +79,9 @@ class OnlineFilteredBCConfig(OnlineConfig):
     # Also drop the episodes tied at the round's worst return (the original keeps them when fewer than top_fraction
     # of the round beat it, so a round of mostly failures imitates its failures).
     drop_worst: bool = False
+    # Drop the episodes tied at the threshold when keeping them would keep more than top_fraction of the round and
+    # some episode is above it (a common failure return above the worst: PO maze's -101, invalid replies below it).
+    cap_ties: bool = False
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -238,7 +241,7 @@ class OnlineFilteredBCTrainer(OnlineTrainer):
     config_class = OnlineFilteredBCConfig
 
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
-        kept = top_fraction(episodes, self.cfg.top_fraction, self.cfg.drop_worst)
+        kept = top_fraction(episodes, self.cfg.top_fraction, self.cfg.drop_worst, self.cfg.cap_ties)
         seqs = [s for ep in kept for s in self.link_sequences(ep)]
         if not seqs:
             return {"kept_episodes": len(kept), "train_steps": 0, "bc_loss": float("nan")}

@@ -53,6 +53,20 @@ def test_top_fraction_keeps_ties_at_the_worst_return_unless_told_not_to():
     assert top_fraction(spread, 0.3, drop_worst=True) == top_fraction(spread, 0.3)
 
 
+def test_top_fraction_can_cap_the_ties_at_the_threshold():
+    # PO maze's round: most episodes fail at -101 (100 valid moves), one worse (invalid replies), two succeed: the
+    # 70th percentile is -101, >= keeps 9 of 10, and drop_worst only drops the -104 (below the threshold anyway)
+    eps = [_ep(-104.0)] + [_ep(-101.0)] * 7 + [_ep(-30.0), _ep(-20.0)]
+    assert len(top_fraction(eps, 0.3)) == len(top_fraction(eps, 0.3, drop_worst=True)) == 9
+    assert sorted(e.total_return for e in top_fraction(eps, 0.3, cap_ties=True)) == [-30.0, -20.0]
+    # ties that keep no more than the fraction stay (3 of 10 above the threshold 6.3), and so do ties at the best
+    # return (8 of 10 solved alike; a round where all fail alike): nothing better is there to imitate
+    spread = [_ep(r) for r in range(10)]
+    assert top_fraction(spread, 0.3, cap_ties=True) == top_fraction(spread, 0.3)
+    assert len(top_fraction([_ep(0.0)] * 2 + [_ep(7.0)] * 8, 0.3, cap_ties=True)) == 8
+    assert len(top_fraction([_ep(-101.0)] * 4, 0.3, cap_ties=True)) == 4
+
+
 def test_typed_config_accepts_and_rejects():
     cfg = typed_config(FilteredBCConfig, OmegaConf.create({"_target_": "x", "lr": 3e-4, "top_fraction": 0.3}))
     assert isinstance(cfg, FilteredBCConfig) and cfg.lr == 3e-4 and cfg.steps == BCConfig.steps
