@@ -512,27 +512,31 @@ def test_turn_level_columns_start_from_their_rows_bc_stage():
 
 def test_online_columns_budgets_come_from_their_curves():
     """PPO and online %BC run the table's 3 rounds of 16 episodes except where a curve chose otherwise
-    (results/curves/{maze_fo,text_nav_fo,text_nav_po}_online.png): PPO 40 rounds of 64 with the value head at its
-    own lr (at one rate it never fitted on FO maze, where the policy drifted into invalid text from round 25),
+    (results/curves/{maze_fo,text_nav_fo,text_nav_po,maze_po}_online.png): PPO 40 rounds of 64 with the value head at
+    its own lr (at one rate it never fitted on FO maze, where the policy drifted into invalid text from round 25),
     online %BC 20 (flat from round ~10); on PO Text-Nav without the ties at the worst return (the original's
-    filter kept every failure there and fell to 0)."""
+    filter kept every failure there and fell to 0), on PO maze without the failure ties above it (-101; a seed kept
+    its failures for 20 rounds).  PO maze's PPO keeps 3 rounds (its value head did not fit in 40 rounds)."""
     from launchers.sweep import plan
 
-    rows = {"maze_fo", "text_nav_fo", "text_nav_po"}
-    sweep = plan("table2_small", [], {"task": rows | {"maze_po", "wordle"}, "algo": {"ppo", "online_filtered_bc"},
-                                      "seed": {"0"}})
+    curved = {"ppo": {"maze_fo", "text_nav_fo", "text_nav_po"},
+              "online_filtered_bc": {"maze_fo", "text_nav_fo", "text_nav_po", "maze_po"}}
+    sweep = plan("table2_small", [], {"task": curved["online_filtered_bc"] | {"wordle"},
+                                      "algo": {"ppo", "online_filtered_bc"}, "seed": {"0"}})
     got = {(c.task, c.algo): sweep.configs[c.name].algo for c in sweep.cells}
-    for task in rows:
-        ppo, fbc = got[task, "ppo"], got[task, "online_filtered_bc"]
+    for task in curved["ppo"]:
+        ppo = got[task, "ppo"]
         assert (ppo.rounds, ppo.episodes_per_round, ppo.max_steps_per_round, ppo.batch_size) == (40, 64, 16, 32)
         assert ppo.value_lr == 1e-3, task
+    for task in curved["online_filtered_bc"]:
+        fbc = got[task, "online_filtered_bc"]
         assert (fbc.rounds, fbc.episodes_per_round, fbc.max_steps_per_round, fbc.batch_size) == (20, 64, 16, 32)
         assert fbc.drop_worst == (task == "text_nav_po"), task
+        assert fbc.cap_ties == (task == "maze_po"), task
     assert (got["maze_fo", "ppo"].lr, got["maze_fo", "ppo"].kl_coef) == (3e-5, 0.05)  # the task's own settings
-    for task in ("maze_po", "wordle"):  # no curves of their own yet
-        for algo in ("ppo", "online_filtered_bc"):
-            assert (got[task, algo].rounds, got[task, algo].episodes_per_round) == (3, 16), (task, algo)
-        assert got[task, "ppo"].value_lr is None and not got[task, "online_filtered_bc"].drop_worst
+    for task, algo in [("maze_po", "ppo"), ("wordle", "ppo"), ("wordle", "online_filtered_bc")]:  # no curve yet
+        assert (got[task, algo].rounds, got[task, algo].episodes_per_round) == (3, 16), (task, algo)
+    assert got["maze_po", "ppo"].value_lr is None and not got["wordle", "online_filtered_bc"].drop_worst
 
 
 def test_unknown_experiment_lists_the_valid_ones():
