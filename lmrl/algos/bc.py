@@ -86,7 +86,7 @@ def top_fraction(episodes: list[Episode], fraction: float, drop_worst: bool = Fa
     all tie): the filter then never imitates the group's worst outcome.  `cap_ties` drops the episodes tied at the
     threshold when keeping them would keep more than `fraction` of the episodes and some episode is above it (ties at
     the best return are the best there is, and stay): a common failure return above the worst one (PO maze: -101
-    for 100 valid moves, invalid replies below it) is then dropped too."""
+    at the step limit with valid moves only, invalid replies below it) is then dropped too."""
     returns = np.array([ep.total_return for ep in episodes])
     threshold = return_threshold(returns, fraction)
     keep = returns >= threshold
