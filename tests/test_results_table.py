@@ -536,7 +536,8 @@ def test_online_columns_budgets_come_from_their_curves():
     assert (got["maze_fo", "ppo"].lr, got["maze_fo", "ppo"].kl_coef) == (3e-5, 0.05)  # the task's own settings
     for task, algo in [("maze_po", "ppo"), ("wordle", "ppo"), ("wordle", "online_filtered_bc")]:  # no curve yet
         assert (got[task, algo].rounds, got[task, algo].episodes_per_round) == (3, 16), (task, algo)
-    assert got["maze_po", "ppo"].value_lr is None and not got["wordle", "online_filtered_bc"].drop_worst
+    assert got["maze_po", "ppo"].value_lr is None and got["wordle", "ppo"].value_lr is None
+    assert not got["wordle", "online_filtered_bc"].drop_worst and not got["wordle", "online_filtered_bc"].cap_ties
 
 
 def test_unknown_experiment_lists_the_valid_ones():

@@ -92,9 +92,8 @@ def top_fraction(episodes: list[Episode], fraction: float, drop_worst: bool = Fa
     keep = returns >= threshold
     if drop_worst:
         keep &= returns > returns.min()
-    above = returns > threshold
-    if cap_ties and keep.sum() > math.ceil(fraction * len(returns)) and above.any():
-        keep &= above
+    if cap_ties and keep.sum() > math.ceil(fraction * len(returns)) and (returns > threshold).any():
+        keep &= returns > threshold
     return [ep for ep, kept in zip(episodes, keep) if kept]
 
 

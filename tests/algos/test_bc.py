@@ -54,7 +54,7 @@ def test_top_fraction_keeps_ties_at_the_worst_return_unless_told_not_to():
 
 
 def test_top_fraction_can_cap_the_ties_at_the_threshold():
-    # PO maze's round: most episodes fail at -101 (100 valid moves), one worse (invalid replies), two succeed: the
+    # PO maze's round: most fail at -101 (the step limit, valid moves only), one worse (invalid replies), two win: the
     # 70th percentile is -101, >= keeps 9 of 10, and drop_worst only drops the -104 (below the threshold anyway)
     eps = [_ep(-104.0)] + [_ep(-101.0)] * 7 + [_ep(-30.0), _ep(-20.0)]
     assert len(top_fraction(eps, 0.3)) == len(top_fraction(eps, 0.3, drop_worst=True)) == 9
