@@ -4,6 +4,7 @@ evaluation; and checkpoints' parts on their own (pointer, pruning, RNG, NaN stop
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import signal
@@ -15,7 +16,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lmrl.algos.base import ConfigError
-from lmrl.algos.bc import check_finite
+from lmrl.algos.bc import append_csv, check_finite
 from lmrl.checkpoint import Checkpointer
 from lmrl.dist import OptimConfig, TorchEngine, topology
 from lmrl.tracking import read_log
@@ -52,21 +53,31 @@ def kill_after_first_checkpoint(algo: str, run, cache, extra: tuple = (), **env)
 
 @pytest.mark.parametrize("algo", ["bc", "ilql"])  # ILQL: the Polyak target is part of the checkpoint
 def test_killed_and_resumed_run_matches_an_uninterrupted_one(algo, tmp_path, cache):
-    straight = run_cli("lmrl.train", overrides(algo), tmp_path / "straight", cache)
+    # BC also writes curve points, between checkpoints (every 15 steps; checkpoints every 10)
+    extra = ("logger=wandb", "algo.eval_every=15") if algo == "bc" else ()  # W&B: the resumed run continues it
+    straight = run_cli("lmrl.train", [*overrides(algo), *extra], tmp_path / "straight", cache)
     run = tmp_path / "killed"
-    wandb = ("logger=wandb",) if algo == "bc" else ()  # the resumed run continues the same W&B run
-    kill_after_first_checkpoint(algo, run, cache, wandb, WANDB_MODE="offline")
+    kill_after_first_checkpoint(algo, run, cache, extra, WANDB_MODE="offline")
     resumed_at = json.loads((run / "checkpoints" / (run / "checkpoints/latest").read_text() /
                              "trainer_state.json").read_text())["step"]
     assert EVERY <= resumed_at < STEPS
-    resumed = run_cli("lmrl.train", [*overrides(algo), *wandb, f"resume={run}"], tmp_path / "resumer", cache,
+    curve, straight_curve = run / "curve.csv", tmp_path / "straight" / "curve.csv"
+    if extra:  # as if the killed run had written a point past its checkpoint: the resumed run computes it again
+        keys = straight_curve.read_text().splitlines()[0].split(",")
+        append_csv(curve, {**dict.fromkeys(keys, ""), "step": resumed_at + 5, "return_mean": -999})
+    resumed = run_cli("lmrl.train", [*overrides(algo), *extra, f"resume={run}"], tmp_path / "resumer", cache,
                       metrics_dir=run, WANDB_MODE="offline")
+    if extra:  # each point once, as the uninterrupted run wrote them
+        column = lambda path, key: [r[key] for r in csv.DictReader(open(path))]  # noqa: E731
+        assert column(curve, "step") == column(straight_curve, "step") == ["15", "30"]
+        returns = lambda path: [float(v) for v in column(path, "return_mean")]  # noqa: E731
+        assert returns(curve) == pytest.approx(returns(straight_curve))
     assert resumed["resumed_from_step"] == resumed_at and resumed["run_dir"] == str(run)
     a, b = read_log(tmp_path / "straight" / "log.jsonl"), read_log(run / "log.jsonl")
     losses = lambda log: [log[s]["train/loss"] for s in range(STEPS)]  # noqa: E731
     assert losses(b) == pytest.approx(losses(a), rel=1e-6)
     assert resumed["return_mean"] == pytest.approx(straight["return_mean"])
-    if wandb:
+    if extra:
         runs = sorted(p.name for p in (run / "wandb").glob("offline-run-*"))
         assert len(runs) == 2 and len({name.rsplit("-", 1)[1] for name in runs}) == 1, runs
 

@@ -209,6 +209,8 @@ class BCTrainer:
         seqs = self.seqs
         resumed = self.restore()
         first = resumed["step"] if resumed else 0
+        if resumed and self.run_dir is not None and is_main():  # points past the checkpoint are evaluated again
+            drop_rows_after(self.run_dir / "curve.csv", first)
         self.engine.train()
         batches, tokens, start = self.batches(seqs, first), 0, time.perf_counter()
         bar = tqdm(range(first, self.steps), desc=f"train {self.cfg.name}", unit="step", initial=first,
@@ -367,6 +369,23 @@ def append_csv(path: Path, row: dict) -> None:
         if new:
             writer.writeheader()
         writer.writerow(row)
+
+
+def drop_rows_after(path: Path, step: int) -> None:
+    """Remove the rows of a curve CSV whose `step` is past `step` (a run resumed from a checkpoint at `step`
+    computes them again; kept, they would appear twice)."""
+    if not path.exists():
+        return
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        keys, rows = reader.fieldnames or [], list(reader)
+    kept = [row for row in rows if int(row["step"]) <= step]
+    if len(kept) == len(rows):
+        return
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(kept)
 
 
 def hash_seed(*parts: int) -> int:
