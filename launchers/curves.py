@@ -17,6 +17,9 @@ A variant of an algorithm (other overrides) needs its own `--tag`: its runs and 
 `<algo> (<tag>)`, so a finished run of other settings is never reused for it.  `--name` writes
 `<name>.{csv,png}` instead of `<task>.*`; `--merge` keeps the rows already there (of other algorithms,
 tags or seeds) and replaces only this invocation's, so one study can gather several variants.
+`--nproc N` trains each run in N processes (`torchrun --standalone`, `hardware=ddp`: the same global
+batches, split).  A run killed after a checkpoint (the session ended, the machine went away) is continued
+from it by the same command, its curve points before the checkpoint kept.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from lmrl.dist import child_env
 from lmrl.threads import worker_threads
+from lmrl.train import resumable
 
 ROOT = Path(__file__).resolve().parent.parent
 ONLINE = {"ppo", "online_filtered_bc", "group_pg"}
@@ -47,18 +51,33 @@ def label(algo: str, tag: str = "") -> str:
     return f"{algo} ({tag})" if tag else algo
 
 
+def train_command(task: str, algo: str, seed: int, args, directory: Path, resume: bool = False) -> list[str]:
+    """The `lmrl.train` command of one curve: under `torchrun --standalone` with `hardware=ddp` when `--nproc` is
+    above 1 (unless the overrides choose the hardware), continuing the run in `directory` with `resume`."""
+    points = [] if algo in ONLINE else [f"++algo.curve_points={args.points}",
+                                        f"++algo.curve_episodes_per_start={args.episodes_per_start}"]
+    launcher, hardware = [sys.executable], []
+    if args.nproc > 1:
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}"]
+        hardware = [] if any(o.lstrip("+").startswith("hardware=") for o in args.overrides) else ["hardware=ddp"]
+    return [*launcher, "-m", "lmrl.train", f"task={task}", f"algo={algo}", f"seed={seed}", *points, *hardware,
+            *args.overrides, f"hydra.run.dir={directory}", "records.dir=null",
+            *([f"resume={directory}"] if resume else [])]
+
+
 def run_one(task: str, algo: str, seed: int, args, threads: int) -> Path:
-    """Train one curve (skipped when its run finished before); returns the run directory."""
+    """Train one curve (skipped when its run finished before; resumed when it was killed after a checkpoint,
+    instead of starting over); returns the run directory.  With `--nproc` processes each gets its share of
+    `threads`."""
     directory = run_dir(args.out, task, algo, seed, args.tag)
     if (directory / "metrics.json").exists():
         return directory
-    points = [] if algo in ONLINE else [f"++algo.curve_points={args.points}",
-                                        f"++algo.curve_episodes_per_start={args.episodes_per_start}"]
-    cmd = [sys.executable, "-m", "lmrl.train", f"task={task}", f"algo={algo}", f"seed={seed}", *points,
-           *args.overrides, f"hydra.run.dir={directory}", "records.dir=null"]
+    resume = resumable(directory)
+    cmd = train_command(task, algo, seed, args, directory, resume)
     directory.mkdir(parents=True, exist_ok=True)
-    env = child_env(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    with open(directory / "curve_run.log", "w") as log:
+    per_process = str(max(1, threads // args.nproc))
+    env = child_env(OMP_NUM_THREADS=per_process, MKL_NUM_THREADS=per_process)
+    with open(directory / "curve_run.log", "a" if resume else "w") as log:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed; see {directory / 'curve_run.log'}")
@@ -168,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--points", type=int, default=8, help="curve points per offline run")
     parser.add_argument("--episodes-per-start", type=int, default=2, help="episodes per start state at a point")
+    parser.add_argument("--nproc", type=int, default=1,
+                        help="processes per run (torchrun, hardware=ddp): a run's cores, its batches split among them")
     parser.add_argument("--workers", type=int, default=1,
                         help="runs at once (each gets cores / workers threads, or $OMP_NUM_THREADS)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "curves")

@@ -4,6 +4,9 @@ one figure per task; a finished run is reused."""
 from __future__ import annotations
 
 import csv
+import subprocess
+import sys
+from pathlib import Path
 
 from launchers import curves
 
@@ -77,3 +80,38 @@ def test_online_runs_draw_rollouts_kl_and_the_value_heads_health(tmp_path, monke
     curves.plot([r for r in rows if r["algo"] == "online_filtered_bc"], tmp_path / "fbc.png", "maze_fo")
     assert drawn == ["online: rollout normalized score", "online: KL to the BC policy, per token"]
     assert (tmp_path / "online.png").stat().st_size > 10_000
+
+
+def test_a_killed_curve_resumes_and_nproc_runs_it_under_torchrun(tmp_path, monkeypatch):
+    """The same command continues a run that checkpointed and did not finish (its log appended), starts the others
+    afresh, and `--nproc 2` launches torchrun with hardware=ddp and one thread a process."""
+    out, calls = tmp_path / "curves", []
+
+    def fake_subprocess_run(cmd, cwd, env, stdout, stderr):
+        calls.append((cmd, env["OMP_NUM_THREADS"]))
+        directory = Path(next(c for c in cmd if c.startswith("hydra.run.dir=")).split("=", 1)[1])
+        (directory / "curve.csv").write_text("step,epochs,train_loss,normalized_score\n1,1,0.5,10\n")
+        (directory / "metrics.json").write_text("{}")
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(curves.subprocess, "run", fake_subprocess_run)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the launcher's cores: 1 a process under --nproc 2
+    killed = curves.run_dir(out, "maze_fo", "bc", 0)
+    (killed / "checkpoints").mkdir(parents=True)
+    (killed / "checkpoints" / "latest").write_text("step_00000100")
+    (killed / "curve_run.log").write_text("the first attempt's log\n")
+    curves.main(["--task", "maze_fo", "--algos", "bc", "--seeds", "0", "1", "--out", str(out), "--", "algo.steps=8"])
+    (resumed, _), (fresh, _) = calls
+    assert resumed[-1] == f"resume={killed}" and not any(c.startswith("resume=") for c in fresh)
+    assert resumed[:3] == [sys.executable, "-m", "lmrl.train"] and "hardware=ddp" not in resumed
+    assert (killed / "curve_run.log").read_text() == "the first attempt's log\n"  # appended to, not replaced
+
+    calls.clear()
+    curves.main(["--task", "maze_po", "--algos", "bc", "--nproc", "2", "--out", str(out), "--", "algo.steps=8"])
+    (cmd, threads), = calls
+    assert cmd[:5] == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert "hardware=ddp" in cmd and cmd.index("hardware=ddp") < cmd.index("algo.steps=8") and threads == "1"
+    calls.clear()
+    curves.main(["--task", "maze_po", "--algos", "bc", "--nproc", "2", "--tag", "z2", "--out", str(out), "--",
+                 "hardware=zero2"])
+    assert "hardware=ddp" not in calls[0][0] and "hardware=zero2" in calls[0][0]
