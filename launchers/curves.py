@@ -11,8 +11,8 @@ algorithms, the critic's health on held-out episodes, at evenly spread steps; on
 write `rounds.csv`, one row per round of rollouts).  The rows are gathered into
 `results/curves/<task>.csv` and drawn in `results/curves/<task>.png`: score, loss and critic
 health against epochs (rounds for online algorithms).  Runs live under
-`results/curves/runs/<task>/` (git-ignored); a run whose curve is complete is reused, so adding an
-algorithm re-runs only that one.  `--workers` runs go at once, each with its share of the cores.
+`results/curves/runs/<task>/` (git-ignored; `--runs` puts them elsewhere); a run whose curve is complete is
+reused, so adding an algorithm re-runs only that one.  `--workers` runs go at once, each with its share of the cores.
 A variant of an algorithm (other overrides) needs its own `--tag`: its runs and its rows are
 `<algo> (<tag>)`, so a finished run of other settings is never reused for it.  `--name` writes
 `<name>.{csv,png}` instead of `<task>.*`; `--merge` keeps the rows already there (of other algorithms,
@@ -43,8 +43,8 @@ ONLINE_PANELS = [("normalized_score", "online: rollout normalized score"),
                  ("explained_variance", "PPO value head: explained variance\n(round's targets, before its update)")]
 
 
-def run_dir(out: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
-    return out / "runs" / task / (f"{algo}-{tag}__s{seed}" if tag else f"{algo}__s{seed}")
+def run_dir(runs: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
+    return runs / task / (f"{algo}-{tag}__s{seed}" if tag else f"{algo}__s{seed}")
 
 
 def label(algo: str, tag: str = "") -> str:
@@ -69,7 +69,7 @@ def run_one(task: str, algo: str, seed: int, args, threads: int) -> Path:
     """Train one curve (skipped when its run finished before; resumed when it was killed after a checkpoint,
     instead of starting over); returns the run directory.  With `--nproc` processes each gets its share of
     `threads`."""
-    directory = run_dir(args.out, task, algo, seed, args.tag)
+    directory = run_dir(args.runs, task, algo, seed, args.tag)
     if (directory / "metrics.json").exists():
         return directory
     resume = resumable(directory)
@@ -192,11 +192,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="runs at once (each gets cores / workers threads, or $OMP_NUM_THREADS)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "curves")
+    parser.add_argument("--runs", type=Path, default=None,
+                        help="where the run directories live (default <out>/runs; one outside the checkout outlasts it)")
     parser.add_argument("--tag", default="", help="names a variant (other overrides): its own runs and rows")
     parser.add_argument("--name", default=None, help="output <name>.{csv,png} (default: the task)")
     parser.add_argument("--merge", action="store_true", help="keep the output's other rows, replace only these runs'")
     parser.add_argument("overrides", nargs="*", help="lmrl.train overrides for every run (after --)")
     args = parser.parse_args(argv)
+    args.runs = args.runs or args.out / "runs"
     threads = worker_threads(args.workers)
     jobs = [(a, s) for a in args.algos for s in args.seeds]
     with ThreadPoolExecutor(args.workers) as pool:

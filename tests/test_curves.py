@@ -34,7 +34,7 @@ def test_a_tagged_variant_has_its_own_runs_and_merges_into_a_study(tmp_path, mon
     out = tmp_path / "curves"
 
     def fake_run(task, algo, seed, args, threads):  # a finished run: only the CSV matters here
-        directory = curves.run_dir(args.out, task, algo, seed, args.tag)
+        directory = curves.run_dir(args.runs, task, algo, seed, args.tag)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "curve.csv").write_text(f"step,epochs,train_loss,normalized_score,critic/value_bias\n"
                                              f"1,1,0.5,{10 if args.tag else 20},3.0\n")
@@ -49,7 +49,7 @@ def test_a_tagged_variant_has_its_own_runs_and_merges_into_a_study(tmp_path, mon
     with open(out / "study.csv") as f:
         rows = [(r["algo"], r["normalized_score"]) for r in csv.DictReader(f)]
     assert rows == [("ilql", "20"), ("ilql (long)", "10")]
-    assert curves.run_dir(out, "maze_fo", "ilql", 0, "long").name == "ilql-long__s0"
+    assert curves.run_dir(out / "runs", "maze_fo", "ilql", 0, "long").name == "ilql-long__s0"
     assert (out / "study.png").stat().st_size > 10_000 and not (out / "maze_fo.csv").exists()
 
 
@@ -96,11 +96,12 @@ def test_a_killed_curve_resumes_and_nproc_runs_it_under_torchrun(tmp_path, monke
 
     monkeypatch.setattr(curves.subprocess, "run", fake_subprocess_run)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the launcher's cores: 1 a process under --nproc 2
-    killed = curves.run_dir(out, "maze_fo", "bc", 0)
+    killed = curves.run_dir(tmp_path / "kept", "maze_fo", "bc", 0)  # --runs: outside the output folder
     (killed / "checkpoints").mkdir(parents=True)
     (killed / "checkpoints" / "latest").write_text("step_00000100")
     (killed / "curve_run.log").write_text("the first attempt's log\n")
-    curves.main(["--task", "maze_fo", "--algos", "bc", "--seeds", "0", "1", "--out", str(out), "--", "algo.steps=8"])
+    curves.main(["--task", "maze_fo", "--algos", "bc", "--seeds", "0", "1", "--out", str(out), "--runs",
+                 str(tmp_path / "kept"), "--", "algo.steps=8"])
     (resumed, _), (fresh, _) = calls
     assert resumed[-1] == f"resume={killed}" and not any(c.startswith("resume=") for c in fresh)
     assert resumed[:3] == [sys.executable, "-m", "lmrl.train"] and "hardware=ddp" not in resumed
