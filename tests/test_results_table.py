@@ -275,8 +275,12 @@ def run_sweep(args, cache, timeout=900):
 
 def test_sweep_runs_resumes_and_reports(tmp_path):
     cache, records = tmp_path / "cache", tmp_path / "records"
+    # Without the table's per-cell budgets, which come after the smoke budget (maze FO BC: 600 x 64 steps), and with
+    # an experiment of two tasks x two algorithms: an --only sweep also plans the whole experiment (plan.json), and
+    # all 244 cells of table2_small take ~100 s to compose on a slow 2-core machine, each time.
     tiny = [f"records.dir={records}", "smoke.steps=4", "smoke.batch_size=8", "task.eval.max_starts=2",
-            "task.eval.episodes_per_start=1", "task.data.recipe.episodes=60"]
+            "task.eval.episodes_per_start=1", "task.data.recipe.episodes=60", "sweep.cell_overrides=null",
+            "sweep.tasks=[maze_fo,maze_po]", "sweep.algos=[bc,filtered_bc]"]
     only = ["--only", "task=maze_fo", "algo=bc,filtered_bc", "seed=0"]
     proc = run_sweep([*tiny, *only, "--workers", "2", "--wandb"], cache)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
