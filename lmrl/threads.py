@@ -89,6 +89,17 @@ def worker_threads(workers: int) -> int:
     return positive_int(os.environ.get("OMP_NUM_THREADS")) or max(1, usable_cores() // max(1, workers))
 
 
+def worker_cores(index: int, workers: int) -> list[int]:
+    """The CPUs that worker `index` of `workers` run side by side (pytest-xdist's test workers) is pinned to:
+    its own `usable_cores() // workers` of the affinity mask, so its threads and every process it starts size
+    themselves to that share; one CPU each, round robin, when the workers outnumber the usable cores."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    per = usable_cores() // max(1, workers)
+    if per == 0:
+        return [cores[index % len(cores)]]
+    return cores[index * per:(index + 1) * per]
+
+
 def thread_env(threads: int) -> dict[str, str]:
     """Environment variables that size a child process's thread pools (OpenMP, MKL) at `threads`."""
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}

@@ -7,7 +7,8 @@ import os
 import pytest
 import torch
 
-from lmrl.threads import default_threads, local_processes, set_threads, thread_env, usable_cores, worker_threads
+from lmrl.threads import (default_threads, local_processes, set_threads, thread_env, usable_cores, worker_cores,
+                          worker_threads)
 
 VARS = ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "SLURM_CPUS_PER_TASK", "SLURM_STEP_TASKS_PER_NODE")
 
@@ -59,3 +60,24 @@ def test_a_launchers_explicit_thread_count_reaches_its_workers(clean):
     assert worker_threads(1) == 1 and cell_env(worker_threads(1))["OMP_NUM_THREADS"] == "1"
     clean.setenv("OMP_NUM_THREADS", "3")
     assert worker_threads(2) == 3  # the user's per-process choice, as default_threads() honours it
+
+
+def test_test_workers_get_disjoint_shares_of_the_mask(clean):
+    """pytest-xdist's workers (tests/conftest.py pins each): on 4 usable CPUs 2 workers get 2 each, 4 get 1 each,
+    and 3 workers on 2 CPUs share them round robin; a cgroup quota below the mask sizes the shares."""
+    clean.setattr(os, "sched_getaffinity", lambda pid: {4, 5, 6, 7})
+    clean.setattr("lmrl.threads.cgroup_quota", lambda: None)
+    assert [worker_cores(i, 2) for i in range(2)] == [[4, 5], [6, 7]]
+    assert [worker_cores(i, 4) for i in range(4)] == [[4], [5], [6], [7]]
+    assert worker_cores(0, 1) == [4, 5, 6, 7]
+    clean.setattr("lmrl.threads.cgroup_quota", lambda: 2)  # 4 CPUs visible, 2 CPUs of quota
+    assert [worker_cores(i, 2) for i in range(2)] == [[4], [5]]
+    clean.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    clean.setattr("lmrl.threads.cgroup_quota", lambda: None)
+    assert [worker_cores(i, 3) for i in range(3)] == [[0], [1], [0]]
+
+
+@pytest.mark.skipif("PYTEST_XDIST_WORKER" not in os.environ, reason="only an xdist worker is pinned")
+def test_an_xdist_worker_runs_on_its_own_cores():
+    assert len(os.sched_getaffinity(0)) == usable_cores() >= 1
+    assert torch.get_num_threads() == (int(os.environ.get("OMP_NUM_THREADS") or 0) or usable_cores())
