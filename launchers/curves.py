@@ -19,7 +19,9 @@ A variant of an algorithm (other overrides) needs its own `--tag`: its runs and 
 tags or seeds) and replaces only this invocation's, so one study can gather several variants.
 `--nproc N` trains each run in N processes (`torchrun --standalone`, `hardware=ddp`: the same global
 batches, split).  A run killed after a checkpoint (the session ended, the machine went away) is continued
-from it by the same command, its curve points before the checkpoint kept.
+from it by the same command, its curve points before the checkpoint kept.  `--collect` trains nothing: it
+gathers the points the runs have written so far, finished or not, so a curve that takes several sessions can be
+looked at (and committed) between them.
 """
 
 from __future__ import annotations
@@ -81,6 +83,20 @@ def run_one(task: str, algo: str, seed: int, args, threads: int) -> Path:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed; see {directory / 'curve_run.log'}")
+    return directory
+
+
+def collected(runs: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
+    """The run directory of a `--collect`: it must have written a point; an unfinished run is named on stdout."""
+    directory = run_dir(runs, task, algo, seed, tag)
+    curve = directory / ("rounds.csv" if algo in ONLINE else "curve.csv")
+    if not curve.exists():
+        raise SystemExit(f"--collect: {curve} does not exist (no point written yet); "
+                         f"run the same command without --collect to train it")
+    if not (directory / "metrics.json").exists():
+        with open(curve) as f:
+            points = sum(1 for _ in f) - 1
+        print(f"{directory}: unfinished, {points} points so far")
     return directory
 
 
@@ -197,13 +213,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tag", default="", help="names a variant (other overrides): its own runs and rows")
     parser.add_argument("--name", default=None, help="output <name>.{csv,png} (default: the task)")
     parser.add_argument("--merge", action="store_true", help="keep the output's other rows, replace only these runs'")
+    parser.add_argument("--collect", action="store_true",
+                        help="train nothing: gather the points the runs have written so far, finished or not")
     parser.add_argument("overrides", nargs="*", help="lmrl.train overrides for every run (after --)")
     args = parser.parse_args(argv)
     args.runs = args.runs or args.out / "runs"
     threads = worker_threads(args.workers)
     jobs = [(a, s) for a in args.algos for s in args.seeds]
-    with ThreadPoolExecutor(args.workers) as pool:
-        dirs = list(pool.map(lambda job: run_one(args.task, *job, args, threads), jobs))
+    if args.collect:
+        dirs = [collected(args.runs, args.task, algo, seed, args.tag) for algo, seed in jobs]
+    else:
+        with ThreadPoolExecutor(args.workers) as pool:
+            dirs = list(pool.map(lambda job: run_one(args.task, *job, args, threads), jobs))
     rows = [row for (algo, seed), d in zip(jobs, dirs) for row in rows_of(d, args.task, algo, seed, args.tag)]
     out = args.out / (args.name or args.task)
     if args.merge:

@@ -23,6 +23,7 @@ def available_gib() -> float:
     return gib
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist still runs
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker per usable core (affinity, cgroup quota, Slurm's grant), at most one per
     WORKER_GIB of available memory; `PYTEST_XDIST_AUTO_NUM_WORKERS` still wins (None defers to xdist)."""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from launchers import curves
 
 
@@ -116,3 +118,20 @@ def test_a_killed_curve_resumes_and_nproc_runs_it_under_torchrun(tmp_path, monke
     curves.main(["--task", "maze_po", "--algos", "bc", "--nproc", "2", "--tag", "z2", "--out", str(out), "--",
                  "hardware=zero2"])
     assert "hardware=ddp" not in calls[0][0] and "hardware=zero2" in calls[0][0]
+
+
+def test_collect_gathers_an_unfinished_run_without_training(tmp_path, monkeypatch, capsys):
+    """`--collect` writes the points a run killed mid-curve has so far and starts no training; a run with no point
+    yet is a clear error."""
+    monkeypatch.setattr(curves, "run_one", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+    out = tmp_path / "curves"
+    argv = ["--task", "guess", "--algos", "bc", "--out", str(out), "--tag", "16k", "--collect"]
+    with pytest.raises(SystemExit, match="curve.csv does not exist"):
+        curves.main(argv)
+    directory = curves.run_dir(out / "runs", "guess", "bc", 0, "16k")
+    directory.mkdir(parents=True)
+    (directory / "curve.csv").write_text("step,epochs,train_loss,normalized_score\n2000,0.5,0.4,9\n4000,1,0.3,12\n")
+    curves.main(argv)
+    assert "unfinished, 2 points so far" in capsys.readouterr().out
+    with open(out / "guess.csv") as f:
+        assert [(r["algo"], r["step"]) for r in csv.DictReader(f)] == [("bc (16k)", "2000"), ("bc (16k)", "4000")]
