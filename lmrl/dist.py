@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from lmrl.allocator import preload_env
 from lmrl.threads import set_threads
 
 
@@ -111,8 +112,6 @@ INHERITED_LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
 def child_env(**extra: str) -> dict:
     """This process's environment for a separately launched run: launch variables dropped, `extra` set, and the
     heap allocator preloaded (`lmrl.allocator`)."""
-    from lmrl.allocator import preload_env
-
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_LAUNCH_VARS}
     env.update(extra)
     return preload_env(env)
