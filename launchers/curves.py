@@ -33,7 +33,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from lmrl.dist import child_env
+from lmrl.dist import child_env, torchrun_prefix
 from lmrl.threads import worker_threads
 from lmrl.train import resumable
 
@@ -60,7 +60,7 @@ def train_command(task: str, algo: str, seed: int, args, directory: Path, resume
                                         f"++algo.curve_episodes_per_start={args.episodes_per_start}"]
     launcher, hardware = [sys.executable], []
     if args.nproc > 1:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}"]
+        launcher = torchrun_prefix(args.nproc)
         hardware = [] if any(o.lstrip("+").startswith("hardware=") for o in args.overrides) else ["hardware=ddp"]
     return [*launcher, "-m", "lmrl.train", f"task={task}", f"algo={algo}", f"seed={seed}", *points, *hardware,
             *args.overrides, f"hydra.run.dir={directory}", "records.dir=null",

@@ -36,7 +36,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from launchers import sizing
-from lmrl.dist import child_env
+from lmrl.dist import LAUNCHED_HARDWARE, child_env, torchrun_prefix
 from lmrl.records import config_hash, failed_record, find_record, skip_reason, write_record
 from lmrl.threads import thread_env, worker_threads
 from lmrl.train import resumable
@@ -204,11 +204,37 @@ def cell_env(threads: int) -> dict:
     return child_env(**cell_vars(threads))
 
 
-def train_command(cell: Cell, run_dir: Path, wandb_group: str | None) -> list[str]:
-    """The cell's training command; a killed attempt that checkpointed continues from its checkpoint."""
+def cell_processes(cfg, threads: int) -> int:
+    """How many processes a local cell runs in: a cell whose hardware is started by a launcher (DDP, ZeRO) turns
+    its `threads` cores into that many one-thread processes (the cell's global batch, split among them); any
+    other cell is one process of `threads` threads."""
+    return max(1, threads) if cfg is not None and cfg.hardware.name in LAUNCHED_HARDWARE else 1
+
+
+def train_command(cell: Cell, run_dir: Path, wandb_group: str | None, nproc: int = 1) -> list[str]:
+    """The cell's training command (under torchrun when `nproc` > 1); a killed attempt that checkpointed
+    continues from its checkpoint."""
     logger = ["logger=wandb", f"logger.group={wandb_group}"] if wandb_group else []
     resume = [f"resume={run_dir}"] if resumable(run_dir) else []
-    return [sys.executable, "-m", "lmrl.train", *cell.overrides, *logger, *resume, f"hydra.run.dir={run_dir}"]
+    launcher = torchrun_prefix(nproc) if nproc > 1 else [sys.executable]
+    return [*launcher, "-m", "lmrl.train", *cell.overrides, *logger, *resume, f"hydra.run.dir={run_dir}"]
+
+
+def run_until(cmd: list[str], env: dict, log, timeout_s: float) -> int | str:
+    """Run `cmd` (output to `log`) and return its exit code, or "timeout" once it ran `timeout_s`: then it is
+    asked to stop (SIGTERM, which torchrun passes on to its workers: a SIGKILL would leave them running) and
+    killed if it has not within 30 s."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return "timeout"
 
 
 def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_group: str | None) -> None:
@@ -227,13 +253,10 @@ def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_
         if run_dir.exists() and not resumable(run_dir):  # a killed attempt with nothing to resume: start over
             shutil.rmtree(run_dir)
         log_path = logs / f"{cell.name}.log"
+        nproc = cell_processes(sweep.configs.get(cell.name), threads)
         with open(log_path, "w") as log:
-            try:
-                proc = subprocess.run(train_command(cell, run_dir, wandb_group), cwd=ROOT, env=cell_env(threads),
-                                      stdout=log, stderr=subprocess.STDOUT, timeout=timeout_min * 60)
-                code = proc.returncode
-            except subprocess.TimeoutExpired:
-                code = "timeout"
+            code = run_until(train_command(cell, run_dir, wandb_group, nproc), cell_env(max(1, threads // nproc)),
+                             log, timeout_min * 60)
         cell.seconds = time.perf_counter() - start
         if code == 0 and find_record(sweep.records, cell.digest):
             cell.status = "ok"

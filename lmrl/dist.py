@@ -117,6 +117,16 @@ def child_env(**extra: str) -> dict:
     return preload_env(env)
 
 
+# Hardware configs (conf/hardware) whose runs are several processes started by a launcher.
+LAUNCHED_HARDWARE = ("ddp", "zero2", "zero3", "zero3_offload")
+
+
+def torchrun_prefix(nproc: int) -> list[str]:
+    """The start of a command that runs `-m <module> ...` in `nproc` processes on this node (torchrun
+    `--standalone`: a rendezvous on a free local port, so runs side by side do not collide)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+
+
 def init_distributed(force: bool = False) -> bool:
     """Join the process group when there are several processes (or `force`, for DeepSpeed in
     one process).  gloo on CPU, nccl on GPUs.  Returns whether a group is up."""

@@ -8,6 +8,8 @@ import json
 import math
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -565,6 +567,47 @@ def test_a_killed_cell_resumes_from_its_checkpoint(tmp_path):
     assert "logger.group=g" in train_command(cell, run_dir, "g")
 
 
+def test_a_launched_hardware_cell_runs_its_cores_as_processes(tmp_path):
+    """A DDP cell (Guess My City's BC in table2_small) turns its thread share into one-thread processes under
+    torchrun; a plain CPU cell stays one process."""
+    from launchers.sweep import cell_processes, plan, train_command
+
+    sweep = plan("table2_small", [], {"task": {"guess", "maze_fo"}, "algo": {"bc"}, "seed": {"0"}})
+    cells = {c.task: c for c in sweep.cells}
+    ddp, cpu = sweep.configs[cells["guess"].name], sweep.configs[cells["maze_fo"].name]
+    assert ddp.hardware.name == "ddp" and cpu.hardware.name == "cpu"
+    assert cell_processes(ddp, 2) == 2 and cell_processes(ddp, 1) == 1 and cell_processes(cpu, 2) == 1
+    cmd = train_command(cells["guess"], tmp_path / "run", None, nproc=2)
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert cmd[5:7] == ["-m", "lmrl.train"] and "hardware=ddp" in cmd
+    assert train_command(cells["maze_fo"], tmp_path / "run", None)[1:3] == ["-m", "lmrl.train"]
+
+
+def test_a_timed_out_torchrun_cell_takes_its_workers_with_it(tmp_path):
+    """The sweep's timeout stops torchrun with SIGTERM, which it passes on: a SIGKILL would leave its workers
+    running on the cores the next cell is given."""
+    from launchers.sweep import run_until
+    from lmrl.dist import child_env, torchrun_prefix
+
+    (tmp_path / "sleeper.py").write_text(
+        "import os, pathlib, time\n"
+        "pathlib.Path(os.environ['PIDS'], os.environ['RANK']).write_text(str(os.getpid()))\n"
+        "time.sleep(120)\n")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    with open(tmp_path / "log", "w") as log:
+        started = time.perf_counter()
+        code = run_until([*torchrun_prefix(2), str(tmp_path / "sleeper.py")],
+                         child_env(PIDS=str(pids), OMP_NUM_THREADS="1"), log, timeout_s=20)
+    assert code == "timeout" and time.perf_counter() - started < 60, (tmp_path / "log").read_text()
+    workers = [int(p.read_text()) for p in pids.iterdir()]
+    assert len(workers) == 2, (tmp_path / "log").read_text()
+    time.sleep(1)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+             and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]]
+    assert alive == []
+
+
 def test_a_cell_whose_config_changed_while_the_sweep_ran_fails_with_the_reason(tmp_path, monkeypatch):
     """The run exits 0 but its record carries the config it resolved (a conf/ file edited after planning): the
     sweep says so, and writes no failed record under the stale hash beside the run's real one."""
@@ -575,11 +618,11 @@ def test_a_cell_whose_config_changed_while_the_sweep_ran_fails_with_the_reason(t
 
     record = make_record({"task": "maze_fo", "algo": "bc", "seed": 0, "normalized_score": 1.0}, "new_hash", 1.0)
 
-    def run_writes_another_hash(cmd, **kwargs):
+    def run_writes_another_hash(cmd, env, log, timeout_s):
         write_record(records, record)
-        return subprocess.CompletedProcess(cmd, 0)
+        return 0
 
-    monkeypatch.setattr(sweep_mod.subprocess, "run", run_writes_another_hash)
+    monkeypatch.setattr(sweep_mod, "run_until", run_writes_another_hash)
     cell = sweep_mod.Cell("maze_fo", "bc", 0, ["task=maze_fo", "algo=bc"], digest="planned_hash")
     sweep = sweep_mod.Sweep("table2_small", {}, records, cells=[cell])
     sweep_mod.run_local(sweep, tmp_path / "runs", workers=1, timeout_min=1, wandb_group=None)
@@ -600,7 +643,10 @@ def test_rl_columns_start_from_their_rows_bc_cell():
     from lmrl.task import OUTPUT_NEUTRAL
 
     own_stage = {("maze_po", "mc"), ("maze_po", "ilql"),  # ten moves a sequence (task_algo/maze_po_*.yaml)
-                 ("car_dealer", "sweet")}  # 4 attempts a buyer: its own data
+                 ("car_dealer", "sweet"),  # 4 attempts a buyer: its own data
+                 # Guess My City's BC cell trains the 8000 steps its 4x curve picked; the row's RL columns keep the
+                 # 4000-step stage their records were made from (table2_small.yaml).
+                 *(("guess", algo) for algo in ("mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg"))}
     def key(cfg, bc) -> dict:
         recipe = OmegaConf.to_container(cfg.task.data.recipe, resolve=True)
         return {"bc": {k: v for k, v in dataclasses.asdict(typed_config(BCConfig, bc)).items() if k != "log_every"},
@@ -618,4 +664,4 @@ def test_rl_columns_start_from_their_rows_bc_cell():
         assert same != ((task, algo) in own_stage), (task, algo)
         if same:
             shared.add(task)
-    assert len(shared) == len(sweep.spec["tasks"])
+    assert shared == set(sweep.spec["tasks"]) - {"guess"}
