@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tqdm import tqdm
@@ -204,11 +205,16 @@ def cell_env(threads: int) -> dict:
     return child_env(**cell_vars(threads))
 
 
-def cell_processes(cfg, threads: int) -> int:
+def cell_processes(cfg, threads: int, gpus: int | None = None) -> int:
     """How many processes a local cell runs in: a cell whose hardware is started by a launcher (DDP, ZeRO) turns
-    its `threads` cores into that many one-thread processes (the cell's global batch, split among them); any
-    other cell is one process of `threads` threads."""
-    return max(1, threads) if cfg is not None and cfg.hardware.name in LAUNCHED_HARDWARE else 1
+    its `threads` cores into that many one-thread processes (the cell's global batch, split among them), and on a
+    machine with GPUs into one process per GPU it sees, at most `threads` (two ranks on one GPU would stop NCCL:
+    "Duplicate GPU detected"); any other cell is one process of `threads` threads.  `gpus`: the visible GPUs
+    (None: torch's count)."""
+    if cfg is None or cfg.hardware.name not in LAUNCHED_HARDWARE:
+        return 1
+    gpus = torch.cuda.device_count() if gpus is None else gpus
+    return max(1, min(threads, gpus) if gpus else threads)
 
 
 def train_command(cell: Cell, run_dir: Path, wandb_group: str | None, nproc: int = 1) -> list[str]:

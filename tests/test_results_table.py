@@ -573,14 +573,20 @@ def test_a_killed_cell_resumes_from_its_checkpoint(tmp_path):
 
 def test_a_launched_hardware_cell_runs_its_cores_as_processes(tmp_path):
     """A DDP cell (Guess My City's BC in table2_small) turns its thread share into one-thread processes under
-    torchrun; a plain CPU cell stays one process."""
+    torchrun, on a GPU machine one per GPU (no more than its threads); a plain CPU cell stays one process."""
     from launchers.sweep import cell_processes, plan, train_command
 
     sweep = plan("table2_small", [], {"task": {"guess", "maze_fo"}, "algo": {"bc"}, "seed": {"0"}})
     cells = {c.task: c for c in sweep.cells}
     ddp, cpu = sweep.configs[cells["guess"].name], sweep.configs[cells["maze_fo"].name]
     assert ddp.hardware.name == "ddp" and cpu.hardware.name == "cpu"
-    assert cell_processes(ddp, 2) == 2 and cell_processes(ddp, 1) == 1 and cell_processes(cpu, 2) == 1
+    assert cell_processes(ddp, 2, gpus=0) == 2 and cell_processes(ddp, 1, gpus=0) == 1
+    assert cell_processes(cpu, 2, gpus=0) == 1 and cell_processes(cpu, 8, gpus=4) == 1
+    # one GPU, eight cores: one rank (8 on cuda:0 would be NCCL's duplicate GPU); 8 GPUs, a 4-core share: 4
+    assert cell_processes(ddp, 8, gpus=1) == 1 and cell_processes(ddp, 4, gpus=8) == 4
+    import torch
+
+    assert cell_processes(ddp, 2) == cell_processes(ddp, 2, gpus=torch.cuda.device_count())  # default: torch
     cmd = train_command(cells["guess"], tmp_path / "run", None, nproc=2)
     assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     assert cmd[5:7] == ["-m", "lmrl.train"] and "hardware=ddp" in cmd
