@@ -247,7 +247,7 @@ def test_table2_small_rows_run_on_the_current_tasks():
     # 20Q: every column (SWEET-RL and group PG from the one-epoch BC stage too)
     guess = cells_of("Guess My City")
     assert len(guess) == 9 and all(current(c) and "not run" not in c for c in guess[1:])
-    assert current(guess[0]) or re.search(r"^[-\d.]+ \(\d+\) \[[12]/3 seeds\]$", guess[0]), guess[0]
+    assert current(guess[0]) or re.search(r"^[-\d.]+( ± [\d.]+)? \(\d+\) \[[12]/3 seeds\]$", guess[0]), guess[0]
     twenty = cells_of("20Qs")
     assert len(twenty) == 9 and all(current(c) and "not run" not in c for c in twenty)
     wordle = cells_of("Wordle")  # every trained column on the original's words (SWEET-RL and group PG included)
