@@ -35,6 +35,35 @@ def test_pretrained_loads_offline_from_a_saved_directory(tmp_path):
     assert loaded_tok("move up\n")["input_ids"] == tok("move up\n")["input_ids"]
 
 
+@pytest.mark.parametrize("given, expected", [(None, "NO"), ("YES", "YES")])
+def test_importing_lmrl_turns_hub_kernels_off_unless_the_user_did(given, expected):
+    """transformers 5.x kernelizes every loaded model at .train()/.eval() with code fetched from the Hub; lmrl
+    defaults that off (no route to the Hub at run time) and leaves an explicit choice alone."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "USE_HUB_KERNELS"}
+    if given:
+        env["USE_HUB_KERNELS"] = given
+    code = "import os, lmrl; print(os.environ['USE_HUB_KERNELS'])"
+    seen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert seen.strip() == expected
+
+
+def test_loaded_models_are_not_kernelized_and_train_on_any_device(tmp_path):
+    """A model from `from_pretrained` switches train/eval on a device the Hub kernels do not know (`meta`)."""
+    import lmrl  # noqa: F401  (sets the default before the load)
+
+    model, tok = build_tiny(lambda: iter(CORPUS), vocab_size=300, n_layer=1, n_embd=32, n_head=2, n_positions=64)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded, _ = load_pretrained(str(tmp_path))
+    assert not getattr(loaded, "use_kernels", False)
+    loaded.to("meta").train()
+    loaded.eval()
+
+
 def test_missing_pretrained_model_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OSError, match="local directory"):
