@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import fcntl
 import json
 import os
@@ -27,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,13 +38,18 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from launchers import sizing
+from lmrl.algos.base import ConfigError, typed_config
+from lmrl.algos.bc import BCConfig
 from lmrl.dist import LAUNCHED_HARDWARE, child_env, torchrun_prefix
 from lmrl.records import config_hash, failed_record, find_record, skip_reason, write_record
+from lmrl.task import OUTPUT_NEUTRAL
 from lmrl.threads import thread_env, worker_threads
 from lmrl.train import resumable
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
+# The trainer whose runs publish their weights as the BC stage of their config (`BCTrainer.publish`).
+BC_PUBLISHER = "lmrl.algos.bc.BCTrainer"
 
 
 @dataclass
@@ -243,8 +249,77 @@ def run_until(cmd: list[str], env: dict, log, timeout_s: float) -> int | str:
         return "timeout"
 
 
+def bc_stage_of(cfg) -> str | None:
+    """The BC stage a cell publishes (a plain BC cell: its weights are the stage of its config) or starts from (an
+    RL cell's `algo.bc`, unless `init_from` names other weights), as far as its config names it: task, seed, data
+    recipe, model, BC config but `log_every`, window, precision -- what `bc_stage_key` is made of, its vocabulary
+    and full model config being fixed by these.  Cells with the same value share one cached stage; None: none."""
+    algo = cfg.algo
+    if algo.get("_target_") == BC_PUBLISHER:
+        bc = algo
+    elif "bc" in algo and not algo.get("init_from"):
+        bc = algo.bc
+    else:
+        return None
+    try:
+        bc = dataclasses.asdict(typed_config(BCConfig, bc))
+    except ConfigError:  # the cell's own run fails with the reason, into its record; here it shares nothing
+        return None
+    recipe = OmegaConf.to_container(cfg.task.data.recipe, resolve=True)
+    key = {"task": cfg.task.name, "seed": cfg.seed, "bc": {k: v for k, v in bc.items() if k != "log_every"},
+           "model": OmegaConf.to_container(cfg.model, resolve=True),
+           "data": {k: v for k, v in recipe.items() if k not in OUTPUT_NEUTRAL},
+           "window": cfg.task.get("moves_per_sequence", 1), "precision": cfg.hardware.get("precision")}
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def stage_order(todo: list[Cell], configs: dict) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Each cell's BC stage (`bc_stage_of`), and the cells that wait for another: an RL cell whose stage a BC
+    cell of the same sweep will publish starts after that cell has finished (ok or not), instead of training
+    the same stage beside it (a BC run does not hold the stage's lock while it trains, only when it publishes)."""
+    stage = {c.name: bc_stage_of(configs[c.name]) if c.name in configs else None for c in todo}
+    publisher = {}
+    for c in todo:
+        if stage[c.name] is not None and configs[c.name].algo.get("_target_") == BC_PUBLISHER:
+            publisher.setdefault(stage[c.name], c.name)
+    waits_for = {c.name: publisher[stage[c.name]] for c in todo
+                 if stage[c.name] in publisher and publisher[stage[c.name]] != c.name}
+    return stage, waits_for
+
+
+def next_cell(pending: list[Cell], stage: dict, waits_for: dict, finished: set, busy: set) -> Cell | None:
+    """The first pending cell that waits for nobody unfinished, preferring one whose BC stage no running cell
+    has (`busy`): a second cell of a stage another is training would only wait on its lock, holding a worker
+    that other cells could use.  None: every pending cell waits."""
+    ready = [c for c in pending if waits_for.get(c.name) in (None, *finished)]
+    free = [c for c in ready if stage.get(c.name) is None or stage[c.name] not in busy]
+    return (free or ready or [None])[0]
+
+
+def run_cells(todo: list[Cell], stage: dict, waits_for: dict, workers: int, one, done) -> None:
+    """`one(cell)` for every cell, `workers` at a time, in `next_cell`'s order; `done(cell)` as each ends."""
+    pending, running, finished = list(todo), {}, set()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        while pending or running:
+            while pending and len(running) < workers:
+                cell = next_cell(pending, stage, waits_for, finished, {stage.get(c.name) for c in running.values()})
+                if cell is None:
+                    break
+                pending.remove(cell)
+                running[pool.submit(one, cell)] = cell
+            if not running:  # cannot happen: a cell waits only for a publisher, which waits for nobody
+                raise RuntimeError(f"cells wait for cells that will not run: {[c.label for c in pending]}")
+            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in ended:
+                cell = running.pop(future)
+                future.result()
+                finished.add(cell.name)
+                done(cell)
+
+
 def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_group: str | None) -> None:
-    """The cells to do, `workers` at a time, each a subprocess with its share of the cores."""
+    """The cells to do, `workers` at a time, each a subprocess with its share of the cores; RL cells start
+    after the BC cell that publishes their stage (`stage_order`)."""
     todo = [c for c in sweep.cells if not c.done]
     threads = worker_threads(workers)
     logs = sweep.records / "logs"
@@ -279,15 +354,15 @@ def run_local(sweep: Sweep, runs: Path, workers: int, timeout_min: float, wandb_
             cell.status, cell.note = "failed", reason
         return cell
 
-    with ThreadPoolExecutor(max_workers=workers) as pool, tqdm(total=len(todo), desc=sweep.experiment,
-                                                               unit="cell") as bar:
-        futures = [pool.submit(one, c) for c in todo]
-        for future in as_completed(futures):
-            cell = future.result()
+    stage, waits_for = stage_order(todo, sweep.configs)
+    with tqdm(total=len(todo), desc=sweep.experiment, unit="cell") as bar:
+        def done(cell: Cell) -> None:
             bar.set_postfix_str(f"{cell.label} {cell.status} {cell.seconds:.0f}s")
             bar.update()
             if cell.status == "failed":
                 tqdm.write(f"FAILED {cell.label}: {cell.note.splitlines()[-1] if cell.note else ''}")
+
+        run_cells(todo, stage, waits_for, workers, one, done)
 
 
 def error_summary(log_path: Path) -> str:

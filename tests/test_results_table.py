@@ -651,32 +651,28 @@ def test_a_cell_whose_config_changed_while_the_sweep_ran_fails_with_the_reason(t
 
 def test_rl_columns_start_from_their_rows_bc_cell():
     """A BC run publishes its weights as the BC stage of its config (README "Value-based RL"), so an RL cell whose
-    stage key (data, model, BC config but `log_every`, window) equals its row's BC cell's trains no stage of its
-    own.  In table2_small that holds for every RL column but the ones named here, each with its reason."""
-    import dataclasses
-
-    from launchers.sweep import plan
-    from lmrl.algos.base import typed_config
-    from lmrl.algos.bc import BCConfig
-    from lmrl.task import OUTPUT_NEUTRAL
+    stage (`bc_stage_of`: data, model, BC config but `log_every`, window) equals its row's BC cell's trains no stage
+    of its own, and the local sweep starts it after that cell.  In table2_small that holds for every RL column but
+    the ones named here, each with its reason."""
+    from launchers.sweep import bc_stage_of, plan, stage_order
 
     own_stage = {("maze_po", "mc"), ("maze_po", "ilql"),  # ten moves a sequence (task_algo/maze_po_*.yaml)
                  ("car_dealer", "sweet")}  # 4 attempts a buyer: its own data
-    def key(cfg, bc) -> dict:
-        recipe = OmegaConf.to_container(cfg.task.data.recipe, resolve=True)
-        return {"bc": {k: v for k, v in dataclasses.asdict(typed_config(BCConfig, bc)).items() if k != "log_every"},
-                "model": OmegaConf.to_container(cfg.model, resolve=True),
-                "data": {k: v for k, v in recipe.items() if k not in OUTPUT_NEUTRAL},
-                "window": cfg.task.get("moves_per_sequence", 1)}
-
     sweep = plan("table2_small", [], {"seed": {"0"}})
     configs = {(c.task, c.algo): sweep.configs[c.name] for c in sweep.cells}
+    _, waits_for = stage_order(sweep.cells, sweep.configs)
     shared = set()
-    for (task, algo), cfg in configs.items():
+    for cell in sweep.cells:
+        task, algo = cell.task, cell.algo
+        cfg = configs[task, algo]
         if algo == "bc" or "bc" not in cfg.algo:
+            assert cell.name not in waits_for, cell.label
             continue
-        same = key(cfg, cfg.algo.bc) == key(configs[task, "bc"], configs[task, "bc"].algo)
+        same = bc_stage_of(cfg) == bc_stage_of(configs[task, "bc"])
         assert same != ((task, algo) in own_stage), (task, algo)
+        assert (waits_for.get(cell.name) == f"{task}__bc__s0") == same, cell.label
         if same:
             shared.add(task)
     assert shared == set(sweep.spec["tasks"])  # Guess My City's too: its RL columns start from the 8000-step BC cell
+    assert bc_stage_of(configs["maze_fo", "bc"]) != bc_stage_of(plan("table2_small", [], {"seed": {"1"}, "task": {
+        "maze_fo"}, "algo": {"bc"}}).configs["maze_fo__bc__s1"])  # another seed, another stage
