@@ -375,7 +375,8 @@ def error_summary(log_path: Path) -> str:
 
 
 def run_submitit(sweep: Sweep, runs: Path, cluster: str, timeout_min: float, wandb_group: str | None) -> None:
-    """One submitit job per cell: Slurm (one task per GPU, rank from SLURM_PROCID) or submitit's local executor."""
+    """One submitit job per cell: Slurm (one task per GPU, rank from SLURM_PROCID) or submitit's local executor;
+    RL cells after the BC cell that publishes their stage."""
     import submitit
 
     todo = [c for c in sweep.cells if not c.done]
@@ -396,12 +397,29 @@ def run_submitit(sweep: Sweep, runs: Path, cluster: str, timeout_min: float, wan
     # sizes its threads from its --cpus-per-task; the local executor runs every job at once.
     share = None if cluster == "slurm" else worker_threads(len(todo))
     env = ["env", *(f"{k}={v}" for k, v in cell_vars(share).items())]
-    jobs = []
+
+    def command(cell: Cell):
+        return submitit.helpers.CommandFunction([*env, *train_command(cell, runs / cell.run_name, wandb_group)],
+                                                cwd=str(ROOT))
+
+    # As locally (`stage_order`): an RL cell whose stage a BC cell of the sweep publishes starts after that cell's
+    # job has ended -- on Slurm a dependency (afterany: it runs when the BC job failed too, training the stage
+    # itself); submitit's local executor has none, so the cell is submitted once that job has ended.
+    _, waits_for = stage_order(todo, sweep.configs)
+    jobs = {}
     with executor.batch():
         for cell in todo:
-            cmd = [*env, *train_command(cell, runs / cell.run_name, wandb_group)]
-            jobs.append((cell, executor.submit(submitit.helpers.CommandFunction(cmd, cwd=str(ROOT)))))
-    for cell, job in tqdm(jobs, desc=f"{sweep.experiment} ({cluster})", unit="cell"):
+            if cell.name not in waits_for:
+                jobs[cell.name] = executor.submit(command(cell))
+    for cell in todo:
+        if cell.name in waits_for:
+            producer = jobs[waits_for[cell.name]]
+            if cluster == "slurm":
+                executor.update_parameters(slurm_additional_parameters={"dependency": f"afterany:{producer.job_id}"})
+            else:
+                producer.wait()
+            jobs[cell.name] = executor.submit(command(cell))
+    for cell, job in tqdm([(c, jobs[c.name]) for c in todo], desc=f"{sweep.experiment} ({cluster})", unit="cell"):
         start = time.perf_counter()
         try:
             job.result()

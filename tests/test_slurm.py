@@ -152,13 +152,20 @@ def test_hydra_launcher_slurm_multirun_finishes_its_jobs(cluster, tmp_path):
 
 @pytest.mark.slurm
 def test_sweep_slurm_launcher_finishes_a_two_cell_experiment(cluster, tmp_path):
+    """A BC cell and the MC cell that starts from its stage: the MC job depends on the BC job (afterany), so it
+    reuses the stage the BC run published instead of training it beside that run."""
     records = tmp_path / "records"
     proc = run([sys.executable, "-m", "launchers.sweep", "experiment=table2_small", f"records.dir={records}",
                 "smoke.steps=4", "smoke.batch_size=8", "task.eval.max_starts=1", "task.eval.episodes_per_start=1",
                 "task.data.recipe.episodes=60", "+sweep.slurm.gpus_per_node=0", "+sweep.slurm.cpus_per_task=1",
-                "+sweep.slurm.mem_gb=1", "--only", "task=maze_fo", "algo=bc", "seed=0,1", "--launcher", "slurm",
+                "+sweep.slurm.mem_gb=1", "--only", "task=maze_fo", "algo=bc,mc", "seed=0", "--launcher", "slurm",
                 "--runs-dir", str(tmp_path / "runs")], tmp_path, cluster)
     assert "2 cells run, 0 failed" in proc.stdout
-    cells = [json.loads(p.read_text()) for p in records.glob("maze_fo__bc__*.json")]
-    assert sorted(c["seed"] for c in cells) == [0, 1] and all(c["status"] == "ok" for c in cells)
-    assert len(list((records / "submitit").glob("*_submission.sh"))) >= 1
+    cells = {json.loads(p.read_text())["algo"]: json.loads(p.read_text()) for p in records.glob("maze_fo__*.json")}
+    assert set(cells) == {"bc", "mc"} and all(c["status"] == "ok" for c in cells.values())
+    scripts = {p: p.read_text() for p in (records / "submitit").glob("*_submission.sh")}
+    waiting = [p for p, text in scripts.items() if "--dependency=afterany:" in text]
+    assert len(scripts) == 2 and len(waiting) == 1, scripts
+    job = waiting[0].name.removesuffix("_submission.sh")
+    mc_log = "".join(p.read_text() for p in (records / "submitit").glob(f"{job}_*log.*"))
+    assert "task=maze_fo algo=mc" in mc_log and "reusing the cached BC stage" in mc_log, mc_log[-3000:]

@@ -91,3 +91,50 @@ def test_a_cell_with_an_invalid_bc_config_shares_no_stage_and_fails_in_its_own_r
     assert bc_stage_of(compose_cfg(["task=maze_fo", "algo=mc"])) == bc_stage_of(good)  # its default stage is BC's
     assert bc_stage_of(compose_cfg(["task=maze_fo", "algo=mc", "algo.init_from=/elsewhere"])) is None
     assert bc_stage_of(compose_cfg(["task=maze_fo", "algo=filtered_bc"])) is None  # trains, publishes nothing
+
+
+def test_submitit_local_submits_a_waiting_cell_once_its_bc_job_has_ended(tmp_path, monkeypatch):
+    """submitit's local executor has no job dependencies (the Slurm one is tested on a real cluster:
+    tests/test_slurm.py): the launcher waits for the BC cell's job before it submits the MC cell's.  A recording
+    stand-in for the executor; the order of calls is what is checked."""
+    import submitit
+
+    import launchers.sweep as sweep_mod
+    from launchers.sweep import Sweep, compose_cfg
+
+    calls = []
+
+    class Job:
+        def __init__(self, name):
+            self.name, self.job_id = name, f"id-{name}"
+
+        def wait(self):
+            calls.append(("wait", self.name))
+
+        def result(self):
+            return ""
+
+    class Executor:
+        def __init__(self, folder, cluster):
+            pass
+
+        def update_parameters(self, **params):
+            calls.append(("params", params.get("slurm_additional_parameters")))
+
+        def batch(self):
+            import contextlib
+            return contextlib.nullcontext()
+
+        def submit(self, fn):
+            name = next(a for a in fn.command if a.startswith("algo=")).removeprefix("algo=")
+            calls.append(("submit", name))
+            return Job(name)
+
+    monkeypatch.setattr(submitit, "AutoExecutor", Executor)
+    monkeypatch.setattr(sweep_mod, "find_record", lambda records, digest: {"status": "ok"})
+    cells = [Cell("maze_fo", algo, 0, ["task=maze_fo", f"algo={algo}"], digest=algo) for algo in ("mc", "bc")]
+    sweep = Sweep("t", {}, tmp_path, cells=cells, configs={c.name: compose_cfg(c.overrides) for c in cells})
+    sweep_mod.run_submitit(sweep, tmp_path / "runs", "local", timeout_min=1, wandb_group=None)
+    events = [c for c in calls if c[0] != "params"]
+    assert events == [("submit", "bc"), ("wait", "bc"), ("submit", "mc")], calls
+    assert [c.status for c in cells] == ["ok", "ok"]
