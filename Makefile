@@ -74,7 +74,7 @@ reproduce: install  ## the paper-scale Table 2 sweep (GPT-2, GPUs; Slurm when sb
 	$(PY) -m launchers.sweep experiment=table2 $(ARGS)
 	$(MAKE) table
 
-reproduce-small: install  ## the CPU-scale Table 2 (tiny GPT-2, 3 seeds, 2 cores, ~2.5 h; resumes from its records), then results/table2_small.{csv,md,tex,png}
+reproduce-small: install  ## the CPU-scale Table 2 (tiny/small GPT-2, 3 seeds; on 2 cores ~24 h from scratch, 47.7 h of cell time; resumes from its records), then results/table2_small.{csv,md,tex,png}
 	$(PY) -m launchers.sweep experiment=table2_small $(ARGS)
 	$(MAKE) table-small
 

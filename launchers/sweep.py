@@ -501,8 +501,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{sweep.experiment}: {len(sweep.cells)} cells, {done} with a record in {sweep.records}, "
           f"{len(sweep.cells) - done} to run")
     if args.dry_run:
+        todo = [c for c in sweep.cells if not c.done]
+        labels = {c.name: c.label for c in todo}
+        waits_for = stage_order(todo, sweep.configs)[1]
         for c in sweep.cells:
-            print(f"  [{'x' if c.done else ' '}] {c.label:42s} {c.digest}  {' '.join(c.overrides[4:])}")
+            after = f"  (after {labels[waits_for[c.name]]}: its BC stage)" if c.name in waits_for else ""
+            print(f"  [{'x' if c.done else ' '}] {c.label:42s} {c.digest}  {' '.join(c.overrides[4:])}{after}")
         if not args.no_costs:
             print(sizing.report(sweep, args, args.launcher or sweep.spec.get("launcher", "local")))
         return 0  # a dry run leaves plan.json (the last run's per-cell status and times) as it is
