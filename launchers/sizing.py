@@ -29,12 +29,17 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from lmrl import scaling
+from lmrl.algos.base import ConfigError, typed_config
+from lmrl.algos.bc import BCConfig, BCTrainer, stage_fields
 from lmrl.data.importers import load_episodes
 from lmrl.data.tokenize import episode_to_chain, has_decision
 from lmrl.envs.base import Episode, Text
 from lmrl.rollout.policy import prompt_ids
-from lmrl.task import recipe_key
+from lmrl.task import OUTPUT_NEUTRAL, recipe_key
 from lmrl.utils import atomic_write_text
+
+# The trainer whose runs publish their weights as the BC stage of their config (`BCTrainer.publish`).
+BC_PUBLISHER = f"{BCTrainer.__module__}.{BCTrainer.__qualname__}"
 
 SAMPLE_EPISODES = 256
 # Characters per token of GPT-2's BPE on each task's text, for a pretrained model whose tokenizer is not on
@@ -267,14 +272,29 @@ def cell_cost(cfg, spec: dict, launcher: str, n: int) -> CellCost:
     return CellCost(cfg.task.name, cfg.algo.name, stages, shape, hw, tokenizer)
 
 
-def bc_stage_key(cfg) -> str | None:
-    """RL cells of one (task, seed, model, BC config) share a cached BC stage: trained once, counted once."""
-    algo = OmegaConf.to_container(cfg.algo, resolve=True)
-    if "bc" not in algo or algo.get("init_from"):
+def bc_stage_of(cfg) -> str | None:
+    """The BC stage a cell publishes (a plain BC cell: its weights are the stage of its config) or starts from (an
+    RL cell's `algo.bc`, unless `init_from` names other weights), as far as its config names it: task, seed, data
+    recipe and path, model, BC config but `log_every`, window, precision -- what `lmrl.algos.bc.bc_stage_key` is made
+    of, its vocabulary and full model config being fixed by these.  Cells with the same value share one cached stage:
+    the sweep starts them after their BC cell, the cost report counts it once.  None: the cell has none."""
+    algo = cfg.algo
+    if algo.get("_target_") == BC_PUBLISHER:
+        bc = algo
+    elif "bc" in algo and not algo.get("init_from"):
+        bc = algo.bc
+    else:
         return None
-    parts = [cfg.task.data.recipe, cfg.task.data.path, cfg.model, algo["bc"], cfg.seed]
-    return json.dumps([OmegaConf.to_container(p, resolve=True) if OmegaConf.is_config(p) else p for p in parts],
-                      sort_keys=True, default=str)
+    try:
+        bc = stage_fields(typed_config(BCConfig, bc))
+    except ConfigError:  # the cell's own run fails with the reason, into its record; here it shares nothing
+        return None
+    recipe = OmegaConf.to_container(cfg.task.data.recipe, resolve=True)
+    key = {"task": cfg.task.name, "seed": cfg.seed, "bc": bc,
+           "model": OmegaConf.to_container(cfg.model, resolve=True),
+           "data": {k: v for k, v in recipe.items() if k not in OUTPUT_NEUTRAL}, "path": cfg.task.data.get("path"),
+           "window": cfg.task.get("moves_per_sequence", 1), "precision": cfg.hardware.engine.get("precision")}
+    return json.dumps(key, sort_keys=True, default=str)
 
 
 def sweep_costs(sweep, launcher: str, n: int) -> list[CellCost]:
@@ -347,7 +367,7 @@ def cell_share(cost: CellCost, cell, sweep, seen: set) -> tuple[float, float]:
     stage, tokens = cost.bc_stage, sum(s.tokens for s in cost.stages)
     if stage is None:
         return cost.flops, tokens
-    key = bc_stage_key(sweep.configs[cell.name])
+    key = bc_stage_of(sweep.configs[cell.name])
     shared = key in seen
     seen.add(key)
     return (cost.flops - sum(stage.flops.values()), tokens - stage.tokens) if shared else (cost.flops, tokens)

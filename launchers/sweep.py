@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import fcntl
 import json
 import os
@@ -38,18 +37,14 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from launchers import sizing
-from lmrl.algos.base import ConfigError, typed_config
-from lmrl.algos.bc import BCConfig
+from launchers.sizing import BC_PUBLISHER, bc_stage_of
 from lmrl.dist import LAUNCHED_HARDWARE, child_env, torchrun_prefix
 from lmrl.records import config_hash, failed_record, find_record, skip_reason, write_record
-from lmrl.task import OUTPUT_NEUTRAL
 from lmrl.threads import thread_env, worker_threads
 from lmrl.train import resumable
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
-# The trainer whose runs publish their weights as the BC stage of their config (`BCTrainer.publish`).
-BC_PUBLISHER = "lmrl.algos.bc.BCTrainer"
 
 
 @dataclass
@@ -247,30 +242,6 @@ def run_until(cmd: list[str], env: dict, log, timeout_s: float) -> int | str:
             proc.kill()
             proc.wait()
         return "timeout"
-
-
-def bc_stage_of(cfg) -> str | None:
-    """The BC stage a cell publishes (a plain BC cell: its weights are the stage of its config) or starts from (an
-    RL cell's `algo.bc`, unless `init_from` names other weights), as far as its config names it: task, seed, data
-    recipe, model, BC config but `log_every`, window, precision -- what `bc_stage_key` is made of, its vocabulary
-    and full model config being fixed by these.  Cells with the same value share one cached stage; None: none."""
-    algo = cfg.algo
-    if algo.get("_target_") == BC_PUBLISHER:
-        bc = algo
-    elif "bc" in algo and not algo.get("init_from"):
-        bc = algo.bc
-    else:
-        return None
-    try:
-        bc = dataclasses.asdict(typed_config(BCConfig, bc))
-    except ConfigError:  # the cell's own run fails with the reason, into its record; here it shares nothing
-        return None
-    recipe = OmegaConf.to_container(cfg.task.data.recipe, resolve=True)
-    key = {"task": cfg.task.name, "seed": cfg.seed, "bc": {k: v for k, v in bc.items() if k != "log_every"},
-           "model": OmegaConf.to_container(cfg.model, resolve=True),
-           "data": {k: v for k, v in recipe.items() if k not in OUTPUT_NEUTRAL},
-           "window": cfg.task.get("moves_per_sequence", 1), "precision": cfg.hardware.get("precision")}
-    return json.dumps(key, sort_keys=True, default=str)
 
 
 def stage_order(todo: list[Cell], configs: dict) -> tuple[dict[str, str | None], dict[str, str]]:

@@ -161,7 +161,7 @@ def test_sweep_slurm_launcher_finishes_a_two_cell_experiment(cluster, tmp_path):
                 "+sweep.slurm.mem_gb=1", "--only", "task=maze_fo", "algo=bc,mc", "seed=0", "--launcher", "slurm",
                 "--runs-dir", str(tmp_path / "runs")], tmp_path, cluster)
     assert "2 cells run, 0 failed" in proc.stdout
-    cells = {json.loads(p.read_text())["algo"]: json.loads(p.read_text()) for p in records.glob("maze_fo__*.json")}
+    cells = {c["algo"]: c for c in (json.loads(p.read_text()) for p in records.glob("maze_fo__*.json"))}
     assert set(cells) == {"bc", "mc"} and all(c["status"] == "ok" for c in cells.values())
     scripts = {p: p.read_text() for p in (records / "submitit").glob("*_submission.sh")}
     waiting = [p for p, text in scripts.items() if "--dependency=afterany:" in text]

@@ -455,12 +455,16 @@ def stage_lock(task, kind: str, path: Path) -> Path:
     return task.cache_dir / "locks" / f"{kind}_{task.name}_{path.name}.lock"
 
 
+def stage_fields(cfg: BCConfig) -> dict:
+    """The BC config a stage is cached by: all of it but `log_every`."""
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k != "log_every"}
+
+
 def bc_stage_key(cfg: BCConfig, task, model, tokenizer, seed: int, precision: str) -> dict:
     """What a BC stage is cached by: (dataset, model, BC config, seed, precision).  `log_every` is left out: it
     changes what is printed, not the weights (debug=smoke's BC runs log every 5 steps, its stages every 25)."""
-    bc = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "log_every"}
     key = {"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
-           "bc": bc, "seed": seed, "precision": precision}
+           "bc": stage_fields(cfg), "seed": seed, "precision": precision}
     if task.moves_per_sequence != 1:  # only then: keys from before the option stay valid
         key["moves_per_sequence"] = task.moves_per_sequence
     return key
