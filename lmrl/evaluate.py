@@ -2,7 +2,8 @@
 
 `<dir>` is a run's `checkpoint/`: a `save_pretrained` LM (BC, filtered BC), or a value-based
 run's layout (MC, ILQL: value trunk + heads, BC policy), whose policies are evaluated at the
-run's betas or at `betas=[...]`, plus the reranker where the task has an action list."""
+run's betas or at `betas=[...]`, plus the reranker where the task has an action list (at the run's temperature,
+or at `rerank_temperature=T`)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def main(cfg: DictConfig) -> dict:
     task = Task(cfg.task, cfg.cache_dir)
     checkpoint, ev = Path(cfg.checkpoint).expanduser(), cfg.task.eval
     name, policies = load_policies(checkpoint, task, ev, cfg.seed, list(cfg.betas) if cfg.betas else None,
-                                   cfg.rerank, engine=instantiate(cfg.hardware.engine))
+                                   cfg.rerank, engine=instantiate(cfg.hardware.engine),
+                                   rerank_temperature=cfg.rerank_temperature)
     name = name or cfg.algo.name
     metrics = evaluate_policies(task, policies, ev, cfg.seed)
     metrics = {"task": task.name, "algo": name, "checkpoint": str(cfg.checkpoint), "seed": cfg.seed,

@@ -39,14 +39,20 @@ def evaluate_policies(task: Task, policies: dict, eval_cfg, seed: int, logger=No
 
 
 def load_policies(checkpoint: Path, task: Task, eval_cfg, seed: int, betas: list[float] | None = None,
-                  rerank: bool | None = None, engine=None) -> tuple[str | None, dict]:
+                  rerank: bool | None = None, engine=None,
+                  rerank_temperature: float | None = None) -> tuple[str | None, dict]:
     """(algorithm name or None, {policy name: policy}) for a run's exported `checkpoint/`, with the
-    models on `engine`'s device (`engine.place`; the host without an engine)."""
+    models on `engine`'s device (`engine.place`; the host without an engine).  `rerank` and
+    `rerank_temperature` replace a value checkpoint's own settings when given."""
     place = engine.place if engine is not None else (lambda module: module)
     if (checkpoint / "lmrl_algo.json").exists():
         value, policy_lm, tokenizer, algo = load_value_checkpoint(checkpoint)
         if rerank is not None:
             algo.rerank = bool(rerank)
+        if rerank_temperature is not None:
+            algo.rerank_temperature = float(rerank_temperature)
+            if problems := algo.validate():
+                raise ValueError(f"rerank_temperature={rerank_temperature}: {'; '.join(problems)}")
         policy_lm = place(policy_lm) if policy_lm is not None else None
         return algo.name, value_policies(place(value), policy_lm, tokenizer, task, algo, eval_cfg, seed, betas)
     model, tokenizer = load_pretrained(str(checkpoint))

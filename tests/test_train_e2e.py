@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from lmrl.evaluation import load_policies
 from tests.e2e import ROOT, cli_env, run_cli
 
 TASKS = sorted(p.stem for p in (ROOT / "conf/task").glob("*.yaml"))
@@ -82,6 +83,12 @@ def test_rl_reuses_the_cached_bc_stage(tmp_path):
                                           "betas=[0,2]"], tmp_path / "eval", cache)
     assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["rerank", "beta=0", "beta=2"]  # headline first
     assert all(REQUIRED - {"task", "algo"} <= p.keys() for p in evaluated["policies"].values())
+    # ... and its reranker at another temperature than the run's (greedy here), without retraining
+    sampled = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke", "betas=[2]",
+                                        "rerank_temperature=0.5"], tmp_path / "eval_t", cache)
+    assert list(sampled["policies"]) == ["rerank T=0.5", "beta=2"]
+    with pytest.raises(ValueError, match="rerank_temperature=-1.0: rerank_temperature must be >= 0"):
+        load_policies(tmp_path / "b" / "checkpoint", None, None, 0, rerank_temperature=-1.0)
 
 
 def test_a_bc_run_is_the_bc_stage_of_its_config(tmp_path):
