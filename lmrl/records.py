@@ -1,6 +1,7 @@
 """One JSON record per evaluation: what the results table is built from.
 
-A record names the cell it fills (task, algo, model, hardware, seed), the scores (raw return
+A record names the cell it fills (task, algo, model, hardware, seed) and the precision it trained in (`precision=auto`
+resolves by machine: bf16 where the CPU computes it natively, else fp32), the scores (raw return
 mean/std/stderr, normalized score, success rate, episodes), and where it came from (hash of
 the resolved config, git commit, wall time).  Records live in a directory, one file each,
 named `<task>__<algo>__s<seed>__<config hash>.json`; a run whose config hash already has a
@@ -88,7 +89,7 @@ def record_name(task: str, algo: str, seed, digest: str) -> str:
 def make_record(metrics: dict, digest: str, wall_seconds: float, **extra) -> dict:
     """A record from a run's metrics (train.run / lmrl.evaluate)."""
     rec = {"status": "ok", "task": metrics["task"], "algo": metrics["algo"], "model": metrics.get("model"),
-           "hardware": metrics.get("hardware"), "seed": metrics.get("seed"),
+           "hardware": metrics.get("hardware"), "precision": metrics.get("precision"), "seed": metrics.get("seed"),
            **{k: metrics.get(k) for k in SCORE_KEYS}, "policy": metrics.get("policy"),
            "config_hash": digest, "git_commit": git_commit(), "wall_seconds": round(wall_seconds, 2),
            "host": socket.gethostname(), "cpus": os.cpu_count(),

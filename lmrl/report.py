@@ -180,9 +180,13 @@ def provenance(df: pd.DataFrame) -> str:
     hosts = ", ".join(f"{h} ({int(c)} CPUs)" for h, c in ok[["host", "cpus"]].drop_duplicates().itertuples(index=False)) \
         if {"host", "cpus"} <= set(ok.columns) else "?"
     commits = sorted({str(c)[:12] for c in ok.get("git_commit", pd.Series(dtype=str)).dropna()})
+    # `precision=auto` trains in bf16 on a CPU with native bf16 and in fp32 elsewhere: the same config, other numerics
+    precisions = ok["precision"].fillna("not recorded") if "precision" in ok.columns else pd.Series(
+        "not recorded", index=ok.index)
+    counts = ", ".join(f"{p} {n}" for p, n in precisions.value_counts().sort_index().items())
     return (f"{len(ok)} runs, {ok['wall_seconds'].astype(float).sum() / 3600:.2f} h of run time in all "
-            f"(sum over runs), machine: {hosts}, models: {', '.join(sorted(set(map(str, ok['model']))))}, "
-            f"git: {', '.join(commits)}")
+            f"(sum over runs), machine: {hosts}, precision (runs): {counts}, "
+            f"models: {', '.join(sorted(set(map(str, ok['model']))))}, git: {', '.join(commits)}")
 
 
 def to_markdown(table: pd.DataFrame, title: str, notes: list[str]) -> str:

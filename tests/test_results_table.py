@@ -78,7 +78,7 @@ def test_report_numbers_by_hand(tmp_path):
              ("maze_fo", "ilql", 0, -6.84)]
     plan = []
     for i, (task, algo, seed, ret) in enumerate(cells):
-        write_record(records, record(task, algo, seed, ret, f"h{i}"))
+        write_record(records, record(task, algo, seed, ret, f"h{i}", **({"precision": "fp32"} if i == 3 else {})))
         plan.append({"task": task, "algo": algo, "seed": seed, "digest": f"h{i}"})
     # an older budget's record of a planned cell: not in the plan, so ignored
     write_record(records, record("maze_fo", "ilql", 0, -101.0, "old"))
@@ -111,6 +111,7 @@ def test_report_numbers_by_hand(tmp_path):
     assert "| FO Maze | 50.0 ± 14.4 (58.2) | 100.0 (99.9) |" in md
     assert "failed: ConfigError: bc: lr must be > 0" in md and "not run yet" in md
     assert "4 runs" in md  # provenance counts the selected successful records only
+    assert "precision (runs): fp32 1, not recorded 3," in md  # records made before the field say so
     # the paper's findings tested on the table: ILQL vs MC has no MC score here, BC's 3 seeds meet ILQL's one
     assert "## Findings" in md and "| ILQL beats MC on the maze and Text-Nav | **inconclusive** | 0 | 0 | 4 |" in md
     assert "FO Maze best_offline_rl=ilql | FO Maze bc | +41.7 | +50.0 | inconclusive: one seed" in md
@@ -411,9 +412,11 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     assert (maze.headline, maze.rerank_temperature, maze.td_lambda) == ("rerank", 0.5, 0.9)
     assert (maze_cfg.task.moves_per_sequence, nav_cfg.task.moves_per_sequence) == (10, 1)
     assert (nav.steps, nav.batch_size, nav.td_lambda, nav.headline) == (800, 64, 0.9, "guided")
-    # FO maze ILQL: lambda 0.5 (its probe 1.00 vs 0.92 at 0.9), PO keeps the 0.9 its curves ran
+    # FO maze ILQL: lambda 0.5 (its probe 1.00 vs 0.92 at 0.9), PO keeps the 0.9 its curves ran; its reranker samples
+    # at T 0.5 as PO's and FO maze MC's
     sweep = plan("table2_small", [], {"task": {"maze_fo"}, "algo": {"ilql"}, "seed": {"0"}})
-    assert sweep.configs[sweep.cells[0].name].algo.td_lambda == 0.5
+    fo_ilql = sweep.configs[sweep.cells[0].name].algo
+    assert (fo_ilql.td_lambda, fo_ilql.headline, fo_ilql.rerank_temperature) == (0.5, "rerank", 0.5)
     # 20Q and Guess My City filtered BC: the paper-size dataset, the epochs their curves chose; 20Q's BC one epoch of
     # it (its 4x curve plateaus); Guess My City's BC the 4 x 256 model with a 2,048-token BPE, ten questions a
     # sequence, 8000 length-bucketed batches of 8,192 tokens (1.9 epochs: its 4x curve's plateau), in DDP processes

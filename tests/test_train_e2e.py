@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
+from lmrl.dist import resolve_precision
 from lmrl.evaluation import load_policies
 from tests.e2e import ROOT, cli_env, run_cli
 
@@ -75,18 +77,21 @@ def test_rl_reuses_the_cached_bc_stage(tmp_path):
     assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1
     metrics = run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=ilql"], tmp_path / "b", cache)
     assert len(list((cache / "bc" / "maze_fo").iterdir())) == 1  # the same BC stage, not a second one
-    # debug=smoke evaluates no extra betas: the headline (maze FO: the reranker) and the guided policy at beta
-    assert list(metrics["policies"]) == ["rerank", "beta=8"]
+    # debug=smoke evaluates no extra betas: the headline (maze FO: the reranker, sampled at T 0.5) and the guided
+    # policy at beta
+    assert list(metrics["policies"]) == ["rerank T=0.5", "beta=8"]
+    # the precision it trained in, as `precision=auto` resolved it on this machine (bf16 only with native bf16)
+    assert metrics["precision"] == resolve_precision("auto", torch.device("cpu"))
     assert (tmp_path / "b" / "checkpoint" / "value" / "value_heads.pt").exists()
     # the value checkpoint evaluates on its own at betas chosen now, after its saved headline (the reranker)
     evaluated = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke",
                                           "betas=[0,2]"], tmp_path / "eval", cache)
-    assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["rerank", "beta=0", "beta=2"]  # headline first
+    assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["rerank T=0.5", "beta=0", "beta=2"]  # headline first
     assert all(REQUIRED - {"task", "algo"} <= p.keys() for p in evaluated["policies"].values())
-    # ... and its reranker at another temperature than the run's (greedy here), without retraining
-    sampled = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke", "betas=[2]",
-                                        "rerank_temperature=0.5"], tmp_path / "eval_t", cache)
-    assert list(sampled["policies"]) == ["rerank T=0.5", "beta=2"]
+    # ... and its reranker at another temperature than the run's (greedy here: the argmax), without retraining
+    greedy = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke", "betas=[2]",
+                                       "rerank_temperature=0"], tmp_path / "eval_t", cache)
+    assert list(greedy["policies"]) == ["rerank", "beta=2"]
     with pytest.raises(ValueError, match="rerank_temperature=-1.0: rerank_temperature must be >= 0"):
         load_policies(tmp_path / "b" / "checkpoint", None, None, 0, rerank_temperature=-1.0)
 
