@@ -170,8 +170,8 @@ def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     logger.log({f"eval/{k}": v for k, v in metrics.items() if k != "policies"}, step=None)
     logger.finish()
     metrics = {"task": task.name, "algo": cfg.algo.name, "model": cfg.model.name, "hardware": cfg.hardware.name,
-               "precision": engine.precision, "world_size": world, "seed": cfg.seed, **metrics, **train_metrics, **counts,
-               "wall_seconds": checkpointer.elapsed(), "run_dir": str(run_dir)}
+               "precision": engine.precision, "world_size": world, "seed": cfg.seed, **metrics, **train_metrics,
+               **counts, "wall_seconds": checkpointer.elapsed(), "run_dir": str(run_dir)}
     write_run(run_dir, cfg, metrics)
     if cfg.records.dir:
         write_record(cfg.records.dir, make_record(metrics, digest, metrics["wall_seconds"]))

@@ -86,7 +86,8 @@ def test_rl_reuses_the_cached_bc_stage(tmp_path):
     # the value checkpoint evaluates on its own at betas chosen now, after its saved headline (the reranker)
     evaluated = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke",
                                           "betas=[0,2]"], tmp_path / "eval", cache)
-    assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["rerank T=0.5", "beta=0", "beta=2"]  # headline first
+    # headline first
+    assert evaluated["algo"] == "ilql" and list(evaluated["policies"]) == ["rerank T=0.5", "beta=0", "beta=2"]
     assert all(REQUIRED - {"task", "algo"} <= p.keys() for p in evaluated["policies"].values())
     # ... and its reranker at another temperature than the run's (greedy here: the argmax), without retraining
     greedy = run_cli("lmrl.evaluate", [f"checkpoint={tmp_path / 'b' / 'checkpoint'}", "debug=smoke", "betas=[2]",
