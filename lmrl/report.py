@@ -181,8 +181,7 @@ def provenance(df: pd.DataFrame) -> str:
         if {"host", "cpus"} <= set(ok.columns) else "?"
     commits = sorted({str(c)[:12] for c in ok.get("git_commit", pd.Series(dtype=str)).dropna()})
     # `precision=auto` trains in bf16 on a CPU with native bf16 and in fp32 elsewhere: the same config, other numerics
-    precisions = ok["precision"].fillna("not recorded") if "precision" in ok.columns else pd.Series(
-        "not recorded", index=ok.index)
+    precisions = ok.get("precision", pd.Series(index=ok.index, dtype=object)).fillna("not recorded")
     counts = ", ".join(f"{p} {n}" for p, n in precisions.value_counts().sort_index().items())
     return (f"{len(ok)} runs, {ok['wall_seconds'].astype(float).sum() / 3600:.2f} h of run time in all "
             f"(sum over runs), machine: {hosts}, precision (runs): {counts}, "
