@@ -382,3 +382,13 @@ def test_the_sample_cache_key_follows_how_tokens_are_counted(tmp_path, monkeypat
     monkeypatch.setitem(sizing.CHARS_PER_TOKEN, "wordle", 2.0)
     assert sizing.profile_path(cfg, 8) != before
     assert sizing.profile_path(cfg, 9) != sizing.profile_path(cfg, 8)  # a different sample size too
+
+
+def test_the_sweep_check_experiment_chains_its_mc_cell_to_the_bc_cell(tmp_path, monkeypatch, capsys):
+    """experiment=sweep_check (what the Slurm test launches): the MC cell's BC stage is the BC cell's run, so the
+    launcher orders it after that cell; a drift between the two budgets would train the stage twice."""
+    monkeypatch.setenv("LMRL_CACHE", str(tmp_path / "cache"))
+    out = run_dry(capsys, ["experiment=sweep_check", f"records.dir={tmp_path}", "--dry-run"])
+    assert "2 cells, 0 with a record" in out
+    [mc] = [line for line in out.splitlines() if "maze_fo/mc/s0" in line and "algo.bc.steps" in line]
+    assert mc.rstrip().endswith("(after maze_fo/bc/s0: its BC stage)")

@@ -155,11 +155,11 @@ def test_sweep_slurm_launcher_finishes_a_two_cell_experiment(cluster, tmp_path):
     """A BC cell and the MC cell that starts from its stage: the MC job depends on the BC job (afterany), so it
     reuses the stage the BC run published instead of training it beside that run."""
     records = tmp_path / "records"
-    proc = run([sys.executable, "-m", "launchers.sweep", "experiment=table2_small", f"records.dir={records}",
-                "smoke.steps=4", "smoke.batch_size=8", "task.eval.max_starts=1", "task.eval.episodes_per_start=1",
-                "task.data.recipe.episodes=60", "+sweep.slurm.gpus_per_node=0", "+sweep.slurm.cpus_per_task=1",
-                "+sweep.slurm.mem_gb=1", "--only", "task=maze_fo", "algo=bc,mc", "seed=0", "--launcher", "slurm",
-                "--runs-dir", str(tmp_path / "runs")], tmp_path, cluster)
+    # experiment=sweep_check: the two cells at smoke budgets (~1 min of training). table2_small's own FO maze cells
+    # train 600 + 300 steps, which ran past this test's limit on a 2-core AVX2 machine.
+    proc = run([sys.executable, "-m", "launchers.sweep", "experiment=sweep_check", f"records.dir={records}",
+                "+sweep.slurm.gpus_per_node=0", "+sweep.slurm.cpus_per_task=1", "+sweep.slurm.mem_gb=1",
+                "--launcher", "slurm", "--runs-dir", str(tmp_path / "runs")], tmp_path, cluster)
     assert "2 cells run, 0 failed" in proc.stdout
     cells = {c["algo"]: c for c in (json.loads(p.read_text()) for p in records.glob("maze_fo__*.json"))}
     assert set(cells) == {"bc", "mc"} and all(c["status"] == "ok" for c in cells.values())
