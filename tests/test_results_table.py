@@ -564,7 +564,7 @@ def test_online_columns_budgets_come_from_their_curves():
 def test_unknown_experiment_lists_the_valid_ones():
     from launchers.sweep import plan
 
-    with pytest.raises(SystemExit, match="valid: table2, table2_small"):
+    with pytest.raises(SystemExit, match="valid: sweep_check, table2, table2_small"):
         plan("table3", [], {})
 
 
