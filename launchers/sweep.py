@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -39,7 +40,7 @@ from tqdm import tqdm
 from launchers import sizing
 from launchers.sizing import BC_PUBLISHER, bc_stage_of
 from lmrl.dist import LAUNCHED_HARDWARE, child_env, torchrun_prefix
-from lmrl.records import config_hash, failed_record, find_record, skip_reason, write_record
+from lmrl.records import config_hash, failed_record, find_record, require_clean_tree, skip_reason, write_record
 from lmrl.threads import thread_env, worker_threads
 from lmrl.train import resumable
 
@@ -58,6 +59,7 @@ class Cell:
     status: str = "todo"
     seconds: float = 0.0
     note: str = ""
+    stage: str = ""  # 12 hex digits of the BC stage it publishes or starts from (`bc_stage_of`), "" for none
 
     @property
     def name(self) -> str:
@@ -80,6 +82,7 @@ class Sweep:
     records: Path
     cells: list[Cell] = field(default_factory=list)
     configs: dict = field(default_factory=dict)  # each cell's composed config, by cell name
+    allow_dirty: bool = False  # records.allow_dirty: run from a tree with uncommitted changes
 
 
 def experiments() -> list[str]:
@@ -111,7 +114,7 @@ def plan(experiment: str, extra: list[str], only: dict[str, set[str]], lenient: 
     base = compose_cfg([f"+experiment={experiment}", *extra])
     spec = OmegaConf.to_container(base.sweep, resolve=True)
     records = Path(base.records.dir)
-    sweep = Sweep(experiment, spec, records)
+    sweep = Sweep(experiment, spec, records, allow_dirty=bool(OmegaConf.select(base, "records.allow_dirty")))
     algo_seeds = spec.get("algo_seeds") or {}
     for seed_index in range(max(len(spec["seeds"]), *(len(v) for v in algo_seeds.values()), 1)):
         for task in spec["tasks"]:
@@ -143,11 +146,18 @@ def plan(experiment: str, extra: list[str], only: dict[str, set[str]], lenient: 
                 raise
             continue
         cell.digest = config_hash(cfg)
+        cell.stage = stage_id(bc_stage_of(cfg))
         cell.done = find_record(records, cell.digest) is not None
         cell.status = "done" if cell.done else "todo"
         kept.append(cell)
     sweep.cells = kept
     return sweep
+
+
+def stage_id(stage: str | None) -> str:
+    """A short name for a `bc_stage_of` value in plan.json: the report takes an RL cell's start from the BC cell
+    with the same one when its records predate `start_normalized`."""
+    return hashlib.sha256(stage.encode()).hexdigest()[:12] if stage else ""
 
 
 def order_of(seeds: list, seed) -> int:
@@ -196,14 +206,15 @@ def plan_cells(path: Path) -> list[dict]:
         return []
 
 
-def cell_vars(threads: int | None) -> dict:
-    """What a cell's process gets in its environment: its thread share (None: it sizes its own pool)."""
+def cell_vars(threads: int | None, launcher: str = "local") -> dict:
+    """What a cell's process gets in its environment: its thread share (None: it sizes its own pool), and the
+    launcher's name for its record (`LMRL_LAUNCHER`: sweep-local, sweep-slurm, sweep-submitit_local)."""
     return {**(thread_env(threads) if threads else {}), "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "LMRL_LAUNCHER": f"sweep-{launcher}"}
 
 
 def cell_env(threads: int) -> dict:
-    return child_env(**cell_vars(threads))
+    return child_env(**cell_vars(threads, "local"))
 
 
 def cell_processes(cfg, threads: int, gpus: int | None = None) -> int:
@@ -367,7 +378,8 @@ def run_submitit(sweep: Sweep, runs: Path, cluster: str, timeout_min: float, wan
     # The job keeps its own environment (Slurm's task variables included); `env` adds ours.  A Slurm task
     # sizes its threads from its --cpus-per-task; the local executor runs every job at once.
     share = None if cluster == "slurm" else worker_threads(len(todo))
-    env = ["env", *(f"{k}={v}" for k, v in cell_vars(share).items())]
+    variables = cell_vars(share, "slurm" if cluster == "slurm" else "submitit_local")
+    env = ["env", *(f"{k}={v}" for k, v in variables.items())]
 
     def command(cell: Cell):
         return submitit.helpers.CommandFunction([*env, *train_command(cell, runs / cell.run_name, wandb_group)],
@@ -483,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # a dry run leaves plan.json (the last run's per-cell status and times) as it is
     if args.check_critics:
         return check_critics(sweep)
+    require_clean_tree(sweep.allow_dirty, f"launchers.sweep experiment={experiment}")
     whole = plan(experiment, args.overrides, {}, lenient=True) if args.only else None
     write_plan(sweep, whole)
     group = f"{sweep.experiment}" if use_wandb else None

@@ -1,9 +1,11 @@
 """One JSON record per evaluation: what the results table is built from.
 
-A record names the cell it fills (task, algo, model, hardware, seed) and the precision it trained in (`precision=auto`
-resolves by machine: bf16 where the CPU computes it natively, else fp32), the scores (raw return
-mean/std/stderr, normalized score, success rate, episodes), and where it came from (hash of
-the resolved config, git commit, wall time).  Records live in a directory, one file each,
+A record names the cell it fills (task, algo, model, hardware, seed) and the precision it trained in
+(`precision=auto` resolves by machine: bf16 where the CPU computes it natively, else fp32), the scores (raw return
+mean/std/stderr, normalized score, success rate, invalid-turn rate, episodes; an RL run also its start's,
+`start_*`), and where it came from (`provenance`: hash of the resolved config, git commit, whether the tree
+was dirty and a hash of its diff, the machine's CPU or GPU, torch's version, the launcher, wall time).
+Records live in a directory, one file each,
 named `<task>__<algo>__s<seed>__<config hash>.json`; a run whose config hash already has a
 record there is skipped when `records.reuse=true`, so an interrupted sweep resumes where it
 stopped.  Sweeps also write `failed` records (with the error) so the table can say why a
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import platform
 import socket
 import subprocess
 from datetime import datetime, timezone
@@ -35,8 +39,11 @@ NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0, "task.moves_per_sequence": 1
                     "algo.critic_stage.halves": False, "algo.drop_worst": False, "algo.cap_ties": False,
                     "algo.value_lr": None}
 # The record's score fields, copied from a run's metrics.
-SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "episodes",
-              "episode_length")
+SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "invalid_rate",
+              "episodes", "episode_length")
+# What the dirty check and the diff hash look at: the code, configs and tests, not the table's own outputs (a
+# sweep rewrites results/records/<experiment>/plan.json and the report results/*: neither changes what runs).
+SOURCE_PATHSPEC = (".", ":(exclude)results")
 
 
 def config_hash(cfg: DictConfig | dict) -> str:
@@ -68,18 +75,97 @@ def skip_reason(spec: dict, task: str, algo: str) -> str | None:
     return ((spec.get("skip") or {}).get(task) or {}).get(algo)
 
 
-def git_commit() -> str | None:
-    """The source tree's commit (with `+dirty` when it has uncommitted changes), if it is a git checkout."""
-    root = Path(__file__).resolve().parent.parent
+def git_state(root: Path | None = None) -> dict:
+    """`git_commit` (HEAD), `git_dirty` (uncommitted changes to tracked files or untracked files, outside
+    results/) and `git_diff` (12 hex digits of those changes: two dirty runs with the same value ran the same
+    code); all None outside a git checkout."""
+    root = root or Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+
+    none = {"git_commit": None, "git_dirty": None, "git_diff": None}
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        head = git("rev-parse", "HEAD")
         if head.returncode:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return head.stdout.strip() + ("+dirty" if dirty else "")
+            return none
+        diff = git("diff", "HEAD", "--binary", "--", *SOURCE_PATHSPEC).stdout
+        untracked = git("ls-files", "--others", "--exclude-standard", "--", *SOURCE_PATHSPEC).stdout.split()
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return none
+    if not diff and not untracked:
+        return {"git_commit": head.stdout.strip(), "git_dirty": False, "git_diff": None}
+    digest = hashlib.sha256(diff.encode())
+    for name in sorted(untracked):
+        path = root / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b""))
+    return {"git_commit": head.stdout.strip(), "git_dirty": True, "git_diff": digest.hexdigest()[:12]}
+
+
+def is_dirty(rec: dict) -> bool | None:
+    """Whether a record's run came from a dirty tree: its `git_dirty`, or (records from before the field) a
+    `+dirty` commit; None when it names no commit."""
+    flag = rec.get("git_dirty")
+    if flag is not None and not (isinstance(flag, float) and math.isnan(flag)):  # NaN: a table's missing field
+        return bool(flag)
+    commit = rec.get("git_commit")
+    return None if not isinstance(commit, str) else commit.endswith("+dirty")
+
+
+def machine() -> dict:
+    """The machine a run computed on: the CPU model and whether it computes bf16 natively, the GPU's name (None
+    on a CPU run's machine without one), torch's version."""
+    import torch
+
+    from lmrl.dist import native_bf16
+
+    cpu_model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu_model": cpu_model, "cpu_bf16": native_bf16(torch.device("cpu")), "gpu": gpu,
+            "torch": torch.__version__}
+
+
+def launcher() -> str:
+    """What started this run: the sweep's launcher (`LMRL_LAUNCHER`, set for each cell it starts), else torchrun,
+    an srun step or a plain process."""
+    if os.environ.get("LMRL_LAUNCHER"):
+        return os.environ["LMRL_LAUNCHER"]
+    if os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("LOCAL_WORLD_SIZE"):
+        return "torchrun"
+    if os.environ.get("SLURM_STEP_ID") is not None and os.environ.get("SLURM_JOB_ID"):
+        return "srun"
+    return "python"
+
+
+def provenance() -> dict:
+    """Where a record comes from: code (`git_state`), machine (`machine`), launcher and host."""
+    return {**git_state(), **machine(), "launcher": launcher(), "host": socket.gethostname(), "cpus": os.cpu_count()}
+
+
+class DirtyTreeError(SystemExit):
+    pass
+
+
+def require_clean_tree(allow_dirty: bool, what: str, root: Path | None = None) -> dict:
+    """A table run's check: refuse uncommitted changes (a record must name the code that produced it) unless
+    `records.allow_dirty=true`, whose records the report then marks; returns `git_state()`."""
+    root = root or Path(__file__).resolve().parent.parent
+    state = git_state(root)
+    if state["git_dirty"] and not allow_dirty:
+        changed = subprocess.run(["git", "status", "--porcelain", "--", *SOURCE_PATHSPEC], cwd=root,
+                                 capture_output=True, text=True).stdout.splitlines()
+        shown = "\n  ".join(changed[:10]) + (f"\n  ... and {len(changed) - 10} more" if len(changed) > 10 else "")
+        raise DirtyTreeError(
+            f"{what}: the source tree has uncommitted changes, so its records could not say which code produced "
+            f"them:\n  {shown}\nCommit them (or stash them) first, or pass records.allow_dirty=true to run anyway "
+            f"(the report marks such cells [d]).")
+    return state
 
 
 def record_name(task: str, algo: str, seed, digest: str) -> str:
@@ -91,10 +177,10 @@ def make_record(metrics: dict, digest: str, wall_seconds: float, **extra) -> dic
     rec = {"status": "ok", "task": metrics["task"], "algo": metrics["algo"], "model": metrics.get("model"),
            "hardware": metrics.get("hardware"), "precision": metrics.get("precision"), "seed": metrics.get("seed"),
            **{k: metrics.get(k) for k in SCORE_KEYS}, "policy": metrics.get("policy"),
-           "config_hash": digest, "git_commit": git_commit(), "wall_seconds": round(wall_seconds, 2),
-           "host": socket.gethostname(), "cpus": os.cpu_count(),
+           "config_hash": digest, **provenance(), "wall_seconds": round(wall_seconds, 2),
            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "run_dir": metrics.get("run_dir")}
-    rec.update({k: v for k, v in metrics.items() if k.startswith("critic/")})  # a value run's critic health
+    # a value run's critic health; an RL run's start (the policy it trained from, evaluated the same way)
+    rec.update({k: v for k, v in metrics.items() if k.startswith(("critic/", "start_"))})
     rec.update(extra)
     return rec
 
@@ -102,7 +188,7 @@ def make_record(metrics: dict, digest: str, wall_seconds: float, **extra) -> dic
 def failed_record(task: str, algo: str, seed, digest: str, error: str, wall_seconds: float, **extra) -> dict:
     """A record saying a cell was attempted and why it has no score."""
     return {"status": "failed", "task": task, "algo": algo, "seed": seed, "error": error.strip()[-500:],
-            "config_hash": digest, "git_commit": git_commit(), "wall_seconds": round(wall_seconds, 2),
+            "config_hash": digest, **git_state(), "launcher": launcher(), "wall_seconds": round(wall_seconds, 2),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), **extra}
 
 

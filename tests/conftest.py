@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+# The sweeps the tests start run from whatever tree the tests run in (a developer's has uncommitted changes):
+# records.allow_dirty's default reads this.  The test of the refusal itself unsets it.
+os.environ.setdefault("LMRL_ALLOW_DIRTY", "true")
+
 # A worker's peak with the runs it starts: make test's largest process peaked at 2.1 GB (2026-12-01).
 WORKER_GIB = 4
 
