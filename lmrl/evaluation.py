@@ -3,7 +3,9 @@ policies, the policies of a run's exported `checkpoint/`, and a run's metrics an
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -15,6 +17,12 @@ from lmrl.models.factory import load_pretrained
 from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.scoring import summarize
 from lmrl.task import Task
+from lmrl.utils import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+# A start's summary in an RL run's metrics and record: the same measures as the run's own, prefixed `start_`.
+START_KEYS = ("normalized_score", "return_mean", "return_stderr", "success_rate", "invalid_rate", "episodes")
 
 
 def evaluate(task: Task, policy, eval_cfg, seed: int) -> tuple[dict, list]:
@@ -36,6 +44,52 @@ def evaluate_policies(task: Task, policies: dict, eval_cfg, seed: int, logger=No
         logger.table("eval/transcripts", ["policy", "episode", "return", "success", "transcript"], rows)
     headline = next(iter(results))
     return {**results[headline], "policy": headline, "policies": results}
+
+
+def eval_key(task: Task, seed: int) -> str:
+    """What a policy's evaluation depends on besides its weights: the task's config (env, protocol, eval budgets,
+    normalization; cache paths left out) and the seed."""
+    from lmrl.records import without_cache_dirs
+
+    data = {"task": without_cache_dirs(OmegaConf.to_container(task.cfg, resolve=True)), "seed": seed}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def start_cache(start_dir: Path, task: Task, seed: int) -> Path:
+    """Where the evaluation of the weights in `start_dir` (a cached BC stage, or `init_from`) is kept: beside
+    them, one file per task config and seed, so every RL cell of a stage shares one evaluation."""
+    return Path(start_dir) / "evals" / f"{eval_key(task, seed)}.json"
+
+
+def cache_start_metrics(path: Path, metrics: dict) -> None:
+    """Keep an evaluation's summary as its start's (a BC run: its weights are its config's stage); a start
+    directory that cannot be written (read-only `init_from`) just goes without."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({k: metrics[k] for k in START_KEYS if k in metrics}, indent=2) + "\n")
+    except OSError as err:
+        log.warning("could not cache the start's evaluation in %s: %s", path, err)
+
+
+def start_metrics(start_dir: Path, task: Task, eval_cfg, seed: int, engine=None) -> dict:
+    """`start_<measure>` (`start_name`) of the policy an RL run started from, sampled exactly as a BC run's policy is
+    (the same protocol and seed): read from the stage's cache, else evaluated once and cached there.  A cell that ends
+    below its start has unlearnt it (the report marks it)."""
+    path = start_cache(start_dir, task, seed)
+    if path.exists():
+        summary = json.loads(path.read_text())
+        log.info("the start's evaluation (cached in %s): normalized %.1f", path, summary["normalized_score"])
+    else:
+        _, policies = load_policies(Path(start_dir), task, eval_cfg, seed, engine=engine)
+        summary, _ = evaluate(task, next(iter(policies.values())), eval_cfg, seed)
+        cache_start_metrics(path, summary)
+        log.info("the start's evaluation: normalized %.1f (cached in %s)", summary["normalized_score"], path)
+    return {start_name(k): summary[k] for k in START_KEYS if k in summary}
+
+
+def start_name(key: str) -> str:
+    """A start measure's name in metrics and records: `start_normalized`, `start_return_mean`, ..."""
+    return "start_normalized" if key == "normalized_score" else f"start_{key}"
 
 
 def load_policies(checkpoint: Path, task: Task, eval_cfg, seed: int, betas: list[float] | None = None,

@@ -16,7 +16,8 @@ def normalize(score: float, min: float, avg: float, max: float) -> float:  # noq
 
 
 def summarize(episodes: Sequence[Episode], normalization: dict) -> dict:
-    """Mean/std/stderr of the return, the normalized mean, success rate and length."""
+    """Mean/std/stderr of the return, the normalized mean, success rate, invalid-turn rate (the share of agent
+    turns the env flagged `info["invalid"]`: unparseable or illegal) and length."""
     returns = [ep.total_return for ep in episodes]
     n = len(returns)
     mean = sum(returns) / n
@@ -27,6 +28,7 @@ def summarize(episodes: Sequence[Episode], normalization: dict) -> dict:
         "return_stderr": std / math.sqrt(n),
         "normalized_score": normalize(mean, **normalization),
         "success_rate": sum(ep.success for ep in episodes) / n,
+        "invalid_rate": sum(ep.invalid_turns for ep in episodes) / max(1, sum(ep.num_actions for ep in episodes)),
         "episode_length": sum(ep.num_actions for ep in episodes) / n,
         "episodes": n,
     }

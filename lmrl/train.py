@@ -27,7 +27,8 @@ from lmrl.algos.base import ConfigError, build_trainer
 from lmrl.checkpoint import Checkpointer
 from lmrl.dist import (barrier, broadcast_object, exit_worker, init_distributed, is_main, main_first, shutdown,
                        world_size)
-from lmrl.evaluation import evaluate_policies, load_policies, write_run
+from lmrl.algos.bc import stage_path
+from lmrl.evaluation import cache_start_metrics, evaluate_policies, load_policies, start_cache, start_metrics, write_run
 from lmrl.records import HASH_FREE, config_hash, find_record, make_record, without_cache_dirs, write_record
 from lmrl.task import Task
 from lmrl.tracking import NullLogger, RunLog
@@ -127,6 +128,21 @@ def reusable_record(cfg: DictConfig, digest: str) -> dict | None:
     return found
 
 
+def start_of(trainer, task: Task, cfg: DictConfig, engine, metrics: dict) -> dict:
+    """An RL run (its trainer has a `start_dir`): the policy it started from, evaluated as this run was (once per
+    stage: `lmrl.evaluation.start_metrics`), as `start_*` metrics.  A BC run leaves its own evaluation in the stage
+    it publishes, for the RL runs that start there.  `records.start=false` skips both."""
+    if not cfg.records.get("start", True):
+        return {}
+    if getattr(trainer, "stage_key", None) is not None:
+        stage = stage_path(task, "bc", trainer.stage_key)
+        if (stage / "config.json").exists():
+            cache_start_metrics(start_cache(stage, task, cfg.seed), metrics)
+        return {}
+    start_dir = getattr(trainer, "start_dir", None)
+    return start_metrics(start_dir, task, cfg.task.eval, cfg.seed, engine) if start_dir is not None else {}
+
+
 def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     start = time.perf_counter()
     digest = config_hash(cfg)
@@ -171,7 +187,8 @@ def run(cfg: DictConfig, hydra_dir: Path) -> dict:
     logger.finish()
     metrics = {"task": task.name, "algo": cfg.algo.name, "model": cfg.model.name, "hardware": cfg.hardware.name,
                "precision": engine.precision, "world_size": world, "seed": cfg.seed, **metrics, **train_metrics,
-               **counts, "wall_seconds": checkpointer.elapsed(), "run_dir": str(run_dir)}
+               **counts, **start_of(trainer, task, cfg, engine, metrics), "wall_seconds": checkpointer.elapsed(),
+               "run_dir": str(run_dir)}
     write_run(run_dir, cfg, metrics)
     if cfg.records.dir:
         write_record(cfg.records.dir, make_record(metrics, digest, metrics["wall_seconds"]))

@@ -65,6 +65,10 @@ def summary_line(m: dict) -> str:
     """The single line a run ends with (a value run's also says whether its critic fitted)."""
     line = (f"[lmrl] task={m['task']} algo={m['algo']} return={m['return_mean']:.2f}±{m['return_stderr']:.2f} "
             f"normalized={m['normalized_score']:.1f} success={m['success_rate']:.3f} episodes={m['episodes']}")
+    if "invalid_rate" in m:
+        line += f" invalid={m['invalid_rate']:.3f}"
+    if "start_normalized" in m:  # an RL run: the policy it started from, evaluated the same way
+        line += f" start={m['start_normalized']:.1f}"
     if "critic/fitted" in m:
         probe = f" probe={m['critic/probe_agreement']:.2f}" if "critic/probe_agreement" in m else ""
         if m.get("critic/probe_ceiling", 1.0) < 1.0:  # PO: look-alike starts cap what any critic can agree on

@@ -104,15 +104,20 @@ def test_a_bc_run_is_the_bc_stage_of_its_config(tmp_path):
     from safetensors.torch import load_file
 
     shared, fresh = tmp_path / "shared", tmp_path / "fresh"
-    run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=bc"], tmp_path / "bc", shared)
+    bc = run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=bc"], tmp_path / "bc", shared)
     (published,) = (shared / "bc" / "maze_fo").iterdir()
     assert (published / "config.json").exists() and not published.name.endswith((".partial", ".tmp"))
-    run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=mc"], tmp_path / "mc", shared)
+    # the BC run's evaluation is its stage's: kept beside the weights for the RL runs that start there
+    assert "start_normalized" not in bc and len(list((published / "evals").glob("*.json"))) == 1
+    mc = run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=mc"], tmp_path / "mc", shared)
     assert list((shared / "bc" / "maze_fo").iterdir()) == [published]  # reused, not trained again
     assert "reusing the cached BC stage" in (tmp_path / "mc" / "train.log").read_text()
-    run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=mc"], tmp_path / "mc_fresh", fresh)
+    assert mc["start_normalized"] == bc["normalized_score"] and mc["start_episodes"] == bc["episodes"]
+    mc_fresh = run_cli("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=mc"], tmp_path / "mc_fresh", fresh)
     (trained,) = (fresh / "bc" / "maze_fo").iterdir()
     assert trained.name == published.name  # the same key
+    # an RL run whose stage no BC run evaluated evaluates it itself (loaded from disk): the BC run's score again
+    assert mc_fresh["start_normalized"] == bc["normalized_score"] and (trained / "evals").is_dir()
     ours, theirs = load_file(published / "model.safetensors"), load_file(trained / "model.safetensors")
     assert ours.keys() == theirs.keys() and all(ours[k].equal(theirs[k]) for k in ours)
     # a filtered-BC run is not a BC stage (other data): it publishes nothing

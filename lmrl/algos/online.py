@@ -99,7 +99,7 @@ class OnlineTrainer(BCTrainer):
         self.seed, self.run_dir, self.checkpointer = seed, Path(run_dir) if run_dir is not None else None, checkpointer
         self.encode = SegmentEncoder(tokenizer)
         self.max_length = model_max_length(model)
-        bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
+        bc_dir = self.start_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
         self.setup_models(bc_dir)
         rollout_cfg = OmegaConf.merge(task.cfg.eval, {"temperature": cfg.temperature})
         # ZeRO-3 keeps the policy in slices: rollouts use a whole replica, refreshed from it every round

@@ -118,7 +118,7 @@ class MCTrainer(BCTrainer):
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
         self.seed, self.checkpointer = seed, checkpointer
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
+        bc_dir = self.start_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
         trunk = AutoModelForCausalLM.from_pretrained(bc_dir)
         self.max_length = model_max_length(trunk)
         self.seqs, self.heldout = self.build_sequences(), None

@@ -70,6 +70,8 @@ class Episode:
     rewards: list[float]
     done: bool
     info: dict[str, Any]
+    # Agent turns the env flagged `info["invalid"]` (unparseable or illegal), counted by `BatchedEnv`.
+    invalid_turns: int = 0
 
     @property
     def total_return(self) -> float:
@@ -120,6 +122,7 @@ class BatchedEnv:
             episode.turns += [Text(action, True), *new_obs]
             episode.rewards += [float(result.reward)] + [0.0] * len(new_obs)
             episode.info.update(result.info)
+            episode.invalid_turns += bool(result.info.get("invalid"))
             self.histories[i] = result.history
             if result.terminated or result.truncated:
                 episode.done = True

@@ -466,7 +466,7 @@ class CarDealerEnv(TextEnv):
         reward = self._reward(turn) if sold else 0.0
         info = {"buyer": self.profile.to_dict(), "utterances": self.utterances, "decision": turn.decision,
                 "success": sold, "car": turn.car, "price": turn.price if sold else None,
-                "msrp": turn.msrp}
+                "msrp": turn.msrp, "invalid": not line}
         return StepResult(self.history, reward, self.done, False, info)
 
     def _reward(self, turn: BuyerTurn) -> float:

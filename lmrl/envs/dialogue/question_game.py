@@ -76,7 +76,7 @@ class QuestionGameEnv(TextEnv):
         self.done = reply.correct_guess or self.num_questions >= self.max_questions
         self.history = self.history + (Text(action, True), Text(reply.text + "\n", False))
         info = {"secret": self.secret, "success": reply.correct_guess, "questions": self.num_questions,
-                "understood": reply.parse.kind != "unknown"}
+                "understood": reply.parse.kind != "unknown", "invalid": reply.parse.kind == "unknown"}
         return StepResult(self.history, 0.0 if reply.correct_guess else -1.0, self.done, False, info)
 
     def eval_reset_options(self) -> list[dict]:
