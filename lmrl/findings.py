@@ -62,7 +62,15 @@ def _cell(cells: pd.DataFrame, task: str, algo: str, model: str = "") -> dict | 
         return None
     model = row.get("model")
     return {"algo": algo, "mean": float(row["normalized_mean"]), "se": float(row["normalized_stderr"]),
-            "n": int(row["seeds"]), "model": "" if pd.isna(model) else str(model)}
+            "n": int(row["seeds"]), "model": "" if pd.isna(model) else str(model),
+            "below_anchor": bool(row.get("mark_<0", False) == True)}  # noqa: E712 - NaN (no mark) is not True
+
+
+def anchor_caveat(task_a: str, a: dict | None, task_b: str, b: dict | None) -> str:
+    """What a comparison must say when a side scores below its task's anchor minimum (`lmrl.report`'s `<0` mark):
+    there the normalized scale stretches past the paper's, so differences are not comparable with its."""
+    below = [f"{t}/{c['algo']}" for t, c in ((task_a, a), (task_b, b)) if c is not None and c["below_anchor"]]
+    return f"computed on cells below the anchor minimum ({', '.join(below)})" if below else ""
 
 
 def _paper(paper: pd.DataFrame, task: str, algo: str) -> float:
@@ -92,7 +100,8 @@ def compare(cells: pd.DataFrame, paper: pd.DataFrame, comparison, alpha: float =
     paper_diff = _paper(paper, task_a, algo_a) - _paper(paper, task_b, algo_b)
     row = {"task_a": task_a, "a": algo_a if algo_a != BEST_OFFLINE or a is None else f"{BEST_OFFLINE}={a['algo']}",
            "task_b": task_b, "b": algo_b if algo_b != BEST_OFFLINE or b is None else f"{BEST_OFFLINE}={b['algo']}",
-           "paper_diff": paper_diff, "diff": float("nan"), "p": float("nan")}
+           "paper_diff": paper_diff, "diff": float("nan"), "p": float("nan"),
+           "caveat": anchor_caveat(task_a, a, task_b, b)}
     if a is None or b is None:
         missing = " and ".join(f"{t}/{x}" for t, x, c in ((task_a, algo_a, a), (task_b, algo_b, b)) if c is None)
         return {**row, "verdict": "inconclusive", "why": f"no current score for {missing}"}
@@ -151,6 +160,7 @@ def to_markdown(summary: pd.DataFrame, details: pd.DataFrame, names: dict, alpha
     lines += ["", "| claim | A | B | paper A − B | ours A − B | verdict |", "|---|---|---|---|---|---|"]
     for r in details.itertuples(index=False):
         ours = "—" if math.isnan(r.diff) else f"{round(r.diff, 1) + 0.0:+.1f}"  # + 0.0: no "-0.0"
+        caveat = f"; {r.caveat}" if isinstance(getattr(r, "caveat", ""), str) and r.caveat else ""
         lines.append(f"| {r.claim} | {_side(r.task_a, r.a, names)} | {_side(r.task_b, r.b, names)} | "
-                     f"{r.paper_diff:+.1f} | {ours} | {r.verdict}: {r.why} |")
+                     f"{r.paper_diff:+.1f} | {ours} | {r.verdict}: {r.why}{caveat} |")
     return "\n".join(lines) + "\n"

@@ -23,11 +23,17 @@ from tests.e2e import ROOT, cli_env
 MAZE = {"min": -101.0, "avg": -83.0, "max": -6.84}
 
 
+# One clean commit on one machine, in one precision: the planted cells carry no provenance marks (tests/
+# test_table_trust.py plants those).
+CLEAN = {"git_commit": "c" * 40, "git_dirty": False, "git_diff": None, "cpu_model": "CPU", "cpu_bf16": False,
+         "gpu": None}
+
+
 def record(task, algo, seed, ret, digest, norm=MAZE, **extra):
     metrics = {"task": task, "algo": algo, "model": "tiny", "hardware": "cpu", "seed": seed, "return_mean": ret,
                "return_std": 1.0, "return_stderr": 0.1, "normalized_score": normalize(ret, **norm),
-               "success_rate": 0.5, "episodes": 10, "episode_length": 3.0}
-    return make_record(metrics, digest, wall_seconds=60.0, **extra)
+               "success_rate": 0.5, "episodes": 10, "episode_length": 3.0, "precision": "fp32"}
+    return make_record(metrics, digest, wall_seconds=60.0, **{**CLEAN, **extra})
 
 
 def test_paper_tables_are_the_reference_numbers():
@@ -78,7 +84,7 @@ def test_report_numbers_by_hand(tmp_path):
              ("maze_fo", "ilql", 0, -6.84)]
     plan = []
     for i, (task, algo, seed, ret) in enumerate(cells):
-        write_record(records, record(task, algo, seed, ret, f"h{i}", **({"precision": "fp32"} if i == 3 else {})))
+        write_record(records, record(task, algo, seed, ret, f"h{i}", **({} if i == 3 else {"precision": None})))
         plan.append({"task": task, "algo": algo, "seed": seed, "digest": f"h{i}"})
     # an older budget's record of a planned cell: not in the plan, so ignored
     write_record(records, record("maze_fo", "ilql", 0, -101.0, "old"))
@@ -108,10 +114,10 @@ def test_report_numbers_by_hand(tmp_path):
     assert cells[("chess", "ilql")]["note"] == "not run: too slow here"
 
     md = paths["md"].read_text()
-    assert "| FO Maze | 50.0 ± 14.4 (58.2) | 100.0 (99.9) |" in md
     assert "failed: ConfigError: bc: lr must be > 0" in md and "not run yet" in md
     assert "4 runs" in md  # provenance counts the selected successful records only
-    assert "precision (runs): fp32 1, not recorded 3," in md  # records made before the field say so
+    assert "precision (runs): fp32 1, not recorded 3;" in md  # records made before the field say so
+    assert "| FO Maze | 50.0 ± 14.4 (58.2) [?] | 100.0 (99.9) |" in md  # ... and their cell is marked
     # the paper's findings tested on the table: ILQL vs MC has no MC score here, BC's 3 seeds meet ILQL's one
     assert "## Findings" in md and "| ILQL beats MC on the maze and Text-Nav | **inconclusive** | 0 | 0 | 4 |" in md
     assert "FO Maze best_offline_rl=ilql | FO Maze bc | +41.7 | +50.0 | inconclusive: one seed" in md
@@ -564,7 +570,7 @@ def test_online_columns_budgets_come_from_their_curves():
 def test_unknown_experiment_lists_the_valid_ones():
     from launchers.sweep import plan
 
-    with pytest.raises(SystemExit, match="valid: sweep_check, table2, table2_small"):
+    with pytest.raises(SystemExit, match="valid: reproduce_check, sweep_check, table2, table2_small"):
         plan("table3", [], {})
 
 
