@@ -21,7 +21,7 @@ export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: help install lock system-deps train test test-slow test-gpu test-slurm bench reproduce reproduce-small table table-small clean
+.PHONY: help install lock system-deps train test test-slow test-gpu test-slurm bench reproduce reproduce-small reproduce-check table table-small clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -70,13 +70,16 @@ test-slurm: install  ## a one-node Slurm cluster here (Debian packages, root; la
 bench: install  ## benchmarks, JSON under results/bench/
 	$(PY) -m lmrl.bench
 
-reproduce: install  ## the paper-scale Table 2 sweep (GPT-2, GPUs; Slurm when sbatch exists, else local), then the report
+reproduce: install  ## the paper-scale Table 2 sweep (GPT-2, GPUs; Slurm when sbatch exists, else local), then the report; from a clean tree (ARGS=records.allow_dirty=true runs a dirty one)
 	$(PY) -m launchers.sweep experiment=table2 $(ARGS)
 	$(MAKE) table
 
 reproduce-small: install  ## the CPU-scale Table 2 (tiny/small GPT-2, 3 seeds; on 2 cores ~24 h from scratch, 47.7 h of cell time; resumes from its records), then results/table2_small.{csv,md,tex,png}
 	$(PY) -m launchers.sweep experiment=table2_small $(ARGS)
 	$(MAKE) table-small
+
+reproduce-check: install  ## the regression gate: 3 cheap FO maze cells from a clean tree vs results/reproduce_check.json (bit-exact on this machine kind; ~2 min); UPDATE=1 rewrites them
+	$(PY) -m launchers.reproduce_check $(if $(UPDATE),--update) $(ARGS)
 
 table:  ## rebuild results/table2.* from results/records/table2 (no training)
 	$(PY) -m lmrl.report results/records/table2 --name table2
