@@ -13,12 +13,18 @@ from lmrl.rollout.policy import Policy
 def run_episodes(
     policy: Policy, make_env: Callable[[], TextEnv], options: Sequence[dict], seeds: Sequence[int], desc: str = "eval"
 ) -> list[Episode]:
-    """Play one episode per (options, seed) with all envs in lockstep: one policy call per turn."""
+    """Play one episode per (options, seed) with all envs in lockstep: one policy call per turn.  A policy with
+    `wants_legal_actions` also gets `legal=`, each active env's `legal_actions()` (None where not known)."""
     envs = BatchedEnv(make_env, len(options))
     envs.reset_all(options, seeds)
+    wants_legal = getattr(policy, "wants_legal_actions", False)
     with tqdm(total=len(options), desc=desc, unit="ep", leave=False) as bar:
         while envs.active:
-            actions = policy.act([envs.histories[i] for i in envs.active])
+            histories = [envs.histories[i] for i in envs.active]
+            if wants_legal:
+                actions = policy.act(histories, legal=[envs.envs[i].legal_actions() for i in envs.active])
+            else:
+                actions = policy.act(histories)
             bar.update(len(envs.step(actions)))
     return list(envs.episodes)
 

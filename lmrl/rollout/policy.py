@@ -15,6 +15,9 @@ from lmrl.rollout.sampler import newline_stop_mask, sample_turns
 
 
 class Policy(Protocol):
+    """`act(histories) -> actions`; one that sets `wants_legal_actions = True` is called by `run_episodes` as
+    `act(histories, legal=[env.legal_actions() of each])` (algo=prompt chooses among them)."""
+
     def act(self, histories: Sequence[History]) -> list[str]: ...
 
 
