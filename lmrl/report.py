@@ -508,8 +508,8 @@ def build(records_dir: Path, name: str, out_dir: Path, paper_path: Path = PAPER_
                  f"`{paths['csv'].name}` and `{paths['measures'].name}` (with raw returns, success and invalid rates).",
              *(["", "Marks after a value: " + "; ".join(f"`{m}` {MARKS[m]}" for m in used) + "."] if used else []),
              *(["", "Cells marked `[stale: <reason>]` keep the values of records that predate a change their config "
-                    "hash does not capture (the experiment's `sweep.stale`) until they are re-run."]
-               if (cells["stale"] != "").any() else []),
+                    "hash does not capture (the experiment's `sweep.stale`) until they are re-run" + stale_cost(cells)
+                    + "."] if (cells["stale"] != "").any() else []),
              "", "Built by `python -m lmrl.report` from the records (not edited by hand)."]
     anchor_table = ["## Anchors", "", "The returns each task's normalized scale is anchored at (conf/task/*.yaml "
                     "`normalization`, the paper's where it gives them, for comparability) and, where the anchor "
@@ -525,6 +525,16 @@ def build(records_dir: Path, name: str, out_dir: Path, paper_path: Path = PAPER_
                                            "(the paper's value in parentheses)."))
     figure(cells, paper, paths["png"], f"{name}: normalized scores")
     return paths
+
+
+def stale_cost(cells: pd.DataFrame) -> str:
+    """What re-running the stale cells costs, from their records' run times (the same budgets re-run)."""
+    stale = cells[(cells["stale"] != "") & (cells["status"] == "ok")]
+    if stale.empty or "wall_seconds" not in stale:
+        return ""
+    hours = stale["wall_seconds"].astype(float).sum() / 3600
+    return (f": re-running the {len(stale)} stale cells ({int(stale['seeds'].sum())} runs) costs about {hours:.1f} h "
+            "of run time, what their records took (plus their BC stage where it changed)")
 
 
 def fill_starts(df: pd.DataFrame, plan: dict | None) -> pd.DataFrame:

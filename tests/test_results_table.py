@@ -153,6 +153,8 @@ def test_report_marks_stale_cells_and_keeps_their_values(tmp_path):
     assert "| FO Maze | 50.0 (58.2) [stale: old maze] | 100.0 (99.9) [stale: old maze] |" in md
     assert "| PO Maze | 50.0 (53.1) | 50.0 (76.3) [stale: old critic] |" in md
     assert "2 tasks (1 stale)" in md and "2 tasks (2 stale)" in md and "`[stale: <reason>]`" in md
+    # what re-running them costs: the 3 stale cells' records ran 60 s each
+    assert "re-running the 3 stale cells (3 runs) costs about 0.1 h of run time" in md
     assert r"100.0 (99.9) [stale: old maze]" in paths["tex"].read_text()
     # the experiment's config, as it is now, wins over the plan's copy (marks come after the runs)
     from lmrl.report import read_plan, stale_marks
