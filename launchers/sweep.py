@@ -3,6 +3,7 @@
     python -m launchers.sweep experiment=table2_small            # locally, `sweep.workers` cells at a time
     python -m launchers.sweep experiment=table2                  # Slurm (submitit) when sbatch exists, else locally
     python -m launchers.sweep experiment=table2_small --dry-run  # the cells, what is done, what they cost
+    python -m launchers.sweep experiment=table2_small --plan-only  # after a config change: plan.json says what re-runs
     python -m launchers.sweep experiment=table2_small --only task=maze_fo algo=bc,ilql   # a subset
 
 Each cell is one `python -m lmrl.train +experiment=<name> task=.. algo=.. seed=.. <overrides>`;
@@ -471,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="log every run to one W&B group (default: sweep.wandb)")
     parser.add_argument("--runs-dir", type=Path, help="run directories (default: outputs/sweeps/<experiment>)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and its cost, and stop")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="write plan.json (cells whose config changed become todo: the report marks their older "
+                             "records stale) and stop")
     parser.add_argument("--check-critics", action="store_true",
                         help="SWEET-RL cells with a record: their critics on held-out pairs, written to "
                              "results/critic_checks/<experiment>.csv, and stop")
@@ -495,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # a dry run leaves plan.json (the last run's per-cell status and times) as it is
     if args.check_critics:
         return check_critics(sweep)
+    if args.plan_only:  # a config changed on purpose: the plan says so before the cells re-run
+        write_plan(sweep, plan(experiment, args.overrides, {}, lenient=True) if args.only else None)
+        print(f"wrote {sweep.records / 'plan.json'}")
+        return 0
     require_clean_tree(sweep.allow_dirty, f"launchers.sweep experiment={experiment}")
     whole = plan(experiment, args.overrides, {}, lenient=True) if args.only else None
     write_plan(sweep, whole)

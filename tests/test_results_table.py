@@ -390,6 +390,20 @@ def test_experiments_plan_every_cell(experiment, model):
     assert prompt.model.name == ("smollm2" if experiment == "table2_small" else "none")
 
 
+def test_the_committed_plan_is_the_current_configs_plan():
+    """results/records/table2_small/plan.json holds each cell's config hash as conf/ composes it now: a config
+    change that alters cells' hashes (a default, an experiment's shared node) must come with the plan that says so
+    (`launchers.sweep experiment=table2_small --plan-only`), else the report would show records of configs that no
+    longer exist as current."""
+    from launchers.sweep import plan
+
+    committed = json.loads((ROOT / "results/records/table2_small/plan.json").read_text())
+    digests = {(c["task"], c["algo"], c["seed"]): c["digest"] for c in committed["cells"]}
+    now = {(c.task, c.algo, c.seed): c.digest for c in plan("table2_small", [], {}, lenient=True).cells}
+    changed = sorted(k for k in now if digests.get(k) != now[k])
+    assert not changed and now.keys() == digests.keys(), f"plan.json is out of date for {changed[:8]}"
+
+
 def test_plan_skips_cells_and_hashes_without_the_cache_path():
     """table2_small leaves the prompted chess games out (the reason goes to the table); a Text-Nav cell's hash
     does not change with the cache directory its env is given."""

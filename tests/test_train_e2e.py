@@ -16,6 +16,8 @@ from tests.e2e import ROOT, cli_env, run_cli
 TASKS = sorted(p.stem for p in (ROOT / "conf/task").glob("*.yaml"))
 ALGOS = sorted(p.stem for p in (ROOT / "conf/algo").glob("*.yaml"))
 ONLINE = {"ppo", "online_filtered_bc", "group_pg"}
+# Algorithms that start from nothing trained by another stage (every other one records `start_normalized`).
+NO_START = {"bc", "filtered_bc", "prompt"}
 REQUIRED = {"task", "algo", "return_mean", "normalized_score", "success_rate", "episodes"}
 # debug=smoke evaluates one episode on each of at most 8 start states; full chess games have one start.
 SMOKE_EPISODES = {"chess": 1}
@@ -46,6 +48,8 @@ def test_smoke_run_writes_metrics_config_and_checkpoint(task, algo, tmp_path, ca
     # algo=prompt evaluates 1 start state under debug=smoke (SmolLM2 on CPU)
     assert metrics["episodes"] == (1 if algo == "prompt" else SMOKE_EPISODES.get(task, 8))
     assert (run / "config.yaml").exists() and (run / ".hydra/config.yaml").exists()
+    # every RL algorithm (any new one too) evaluates the policy it started from: the table marks a cell below it
+    assert ("start_normalized" in metrics) == (algo not in NO_START), algo
     if algo == "prompt":  # nothing trained: the checkpoint is the prompt's parts
         assert json.loads((run / "checkpoint" / "prompt.json").read_text())["rules"]
         return
