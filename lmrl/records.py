@@ -37,7 +37,7 @@ HASH_FREE = ("resume", "hydra", "logger", "checkpoint", "records", "sweep")
 NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0, "task.moves_per_sequence": 1,
                     "algo.critic_stage.normalize": "none", "algo.unseen_pairs": 128,
                     "algo.critic_stage.halves": False, "algo.drop_worst": False, "algo.cap_ties": False,
-                    "algo.value_lr": None}
+                    "algo.value_lr": None, "algo.bc_coef": 0.0}
 # The record's score fields, copied from a run's metrics.
 SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "invalid_rate",
               "episodes", "episode_length")

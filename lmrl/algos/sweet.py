@@ -8,7 +8,9 @@ the actor learns from the critic's turn-level preferences (Zhou et al. 2025, arX
 3. Actor data: at a `turn_fraction` of the dataset's turns, `candidates` turns sampled from the BC
    actor with one shared prefill, scored by the critic at the true state, paired top half vs. bottom
    half (`pairs_per_turn`).
-4. Actor: DPO on those pairs with the frozen initial actor as reference, + `nll_coef` x NLL.
+4. Actor: DPO on those pairs with the frozen initial actor as reference, + `nll_coef` x NLL, + `bc_coef` x the BC
+   loss on a batch of the dataset's sequences each step (an anchor to the start: the actor's own candidates, ranked
+   by a critic that may prefer text the data never shows, cannot then draw it away from the data's moves).
 
 `mode=trajectory_dpo` skips 2-3: multi-turn DPO of the actor on the trajectory pairs themselves.
 `privileged=false`: the critic does not read `c`.  `critic=oracle` replaces 2 by the task's oracle
@@ -18,6 +20,7 @@ that gives none.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -28,12 +31,13 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 from hydra.utils import get_method
 from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
 from lmrl.algos.base import OptimFields
-from lmrl.algos.bc import BCConfig, lm_policy, start_checkpoint
+from lmrl.algos.bc import BCConfig, bc_loss, lm_policy, loss_norm, start_checkpoint
 from lmrl.algos.privileged import TaskInfo, render, task_info_for
 from lmrl.algos.sweet_critic import (
     SCORERS, CriticConfig, OracleScorer, PairTrainer, critic_checkpoint, load_lm, setup_offline, trajectory_items,
@@ -43,8 +47,8 @@ from lmrl.algos.sweet_data import LogRatio, TrajectoryPairs, TurnPairs, prefixed
 from lmrl.algos.turn_losses import candidate_pairs
 from lmrl.checkpoint import Checkpointer
 from lmrl.data.packed import PackedSequences
-from lmrl.data.tokenize import TokenSequence
-from lmrl.dist import is_main
+from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, episode_to_sequences, has_decision
+from lmrl.dist import is_main, rank, world_size
 from lmrl.models.factory import model_max_length
 from lmrl.rollout.candidates import sample_candidates
 from lmrl.rollout.policy import end_turn, prompt_ids
@@ -69,6 +73,8 @@ class SweetConfig(OptimFields):
     candidates: int = 16
     pairs_per_turn: int = 4
     nll_coef: float = 1.0
+    # x the BC loss on `batch_size` dataset sequences a step, added to the actor's loss (0 = none, the original).
+    bc_coef: float = 0.0
     # Share of the dataset's agent turns where candidates are sampled.
     turn_fraction: float = 0.5
     temperature: float = 1.0
@@ -103,8 +109,8 @@ class SweetConfig(OptimFields):
             problems.append("batch_tokens must be null (batches are pairs)")
         if not 0 < self.turn_fraction <= 1 or self.candidates < 2 or self.pairs_per_turn < 1:
             problems.append("turn_fraction must be in (0, 1], candidates >= 2, pairs_per_turn >= 1")
-        if self.beta <= 0 or self.nll_coef < 0 or self.temperature <= 0 or self.sample_turns < 0:
-            problems.append("beta and temperature must be > 0, nll_coef and sample_turns >= 0")
+        if self.beta <= 0 or self.nll_coef < 0 or self.temperature <= 0 or self.sample_turns < 0 or self.bc_coef < 0:
+            problems.append("beta and temperature must be > 0, nll_coef, bc_coef and sample_turns >= 0")
         return problems
 
 
@@ -118,15 +124,59 @@ class SweetTrainer(PairTrainer):
         self.cfg, self.task, self.engine, self.tokenizer, self.logger = cfg, task, engine, tokenizer, logger
         self.seed, self.checkpointer = seed, checkpointer
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.bc_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
+        self.bc_dir = self.start_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
         self.info, self.stats = task_info_for(cfg.task_info, task.name), {}
         actor = load_lm(self.bc_dir)
         self.max_length = model_max_length(actor)
         setup_offline(self, actor, OBJECTIVES[cfg.mode](self), curves=True)
         self.reference = engine.prepare_frozen(load_lm(self.bc_dir))
+        self.anchor = self.anchor_sequences() if cfg.bc_coef > 0 else None
 
     def fit(self) -> dict:
         return {**super().fit(), **self.stats}
+
+    # -- the BC anchor (`bc_coef`) ---------------------------------------------------------------------------
+    def anchor_sequences(self) -> PackedSequences:
+        """The dataset's sequences as the BC stage imitates them (its `dedup` and `balance_states`)."""
+        encode, task, moves = SegmentEncoder(self.tokenizer), self.task, self.task.moves_per_sequence
+        seqs = (s for ep in task.episodes()
+                for s in episode_to_sequences(ep, encode, task.history_window, self.max_length, moves))
+        return PackedSequences.build(seqs, keep=has_decision, dedup=self.cfg.bc.dedup,
+                                     balance_states=self.cfg.bc.balance_states)
+
+    def anchor_batches(self, start: int):
+        """Endless shuffled epochs of `batch_size` dataset sequences from batch `start` on, as BC draws them (merged
+        duplicates drawn by weight); epoch e's order is a function of (seed, e), apart from the pairs' order."""
+        world, r = world_size(), rank()
+        for epoch in itertools.count():
+            plan = self.epoch_plan(self.anchor, epoch, salt=1)
+            drawn = self.draws_by_weight(self.anchor)
+            for chunk in plan[start:]:
+                items = [self.anchor[j] for j in chunk]
+                if drawn:
+                    items = [dataclasses.replace(s, weight=1.0) for s in items]
+                yield {**collate(items[r::world], self.tokenizer.pad_token_id), "norm": loss_norm(items, world)}
+            start = max(0, start - len(plan))
+
+    def batches(self, items, start: int = 0, salt: int = 0):
+        """The pair batches; with `bc_coef`, each carries a batch of dataset sequences under `anchor`."""
+        pairs = super().batches(items, start, salt)
+        if self.anchor is None:
+            yield from pairs
+            return
+        for batch, anchor in zip(pairs, self.anchor_batches(start)):
+            yield {**batch, "anchor": self.engine.to_device(anchor)}
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        """The pairs' objective (+ `bc_coef` x BC's loss on the batch's dataset sequences)."""
+        anchor = batch.get("anchor")
+        loss, logs = super().loss({k: v for k, v in batch.items() if k != "anchor"})
+        if anchor is None:
+            return loss, logs
+        out = self.engine.forward(input_ids=anchor["input_ids"], attention_mask=anchor["attention_mask"])
+        bc = bc_loss(out.logits, anchor["input_ids"], anchor["action_mask"], anchor["attention_mask"],
+                     anchor["weights"], anchor["norm"])
+        return loss + self.cfg.bc_coef * bc, {**logs, "bc": bc.detach()}
 
     # -- the actor's training items, per mode ------------------------------------------------------------
     def trajectory_dpo_items(self) -> TrajectoryPairs:
