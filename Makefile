@@ -20,8 +20,9 @@ ARGS ?=
 export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
+export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: help install lock system-deps train test test-slow test-gpu test-slurm bench reproduce reproduce-small reproduce-check table table-small clean
+.PHONY: help install lock system-deps train test test-slow test-gpu test-slurm bench reproduce reproduce-small reproduce-check table table-small docs docs-serve clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -87,5 +88,11 @@ table:  ## rebuild results/table2.* from results/records/table2 (no training)
 table-small:  ## rebuild results/table2_small.* from results/records/table2_small (no training)
 	$(PY) -m lmrl.report results/records/table2_small --name table2_small
 
+docs: install  ## build the docs site into site/ (mkdocs build --strict: a broken link, page or reference fails)
+	$(VENV)/bin/mkdocs build --strict
+
+docs-serve: install  ## serve the docs site at http://127.0.0.1:8000 with live reload
+	$(VENV)/bin/mkdocs serve
+
 clean:  ## remove outputs and caches (keeps the virtualenv)
-	rm -rf outputs multirun .cache .pytest_cache
+	rm -rf outputs multirun .cache .pytest_cache site
