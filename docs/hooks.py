@@ -9,6 +9,8 @@ markdown view leaves invisible:
     <!-- json results/bench/envs.json -->                 a JSON object as a table (an object of objects:
                                                           one row each; a flat object: key | value)
     <!-- json results/bench/foundation.json bc_train_step --> the same, for the value at a dotted key
+    <!-- config conf/algo/bc.yaml -->                     a config file's top-level keys: key | default | the
+                                                          comment above the key (its documentation)
 
 Paths are relative to the repository root.  Every PNG under `results/` is published at the same
 path in the site, so a page links `../results/curves/maze_fo.png` (relative to the page, as usual).
@@ -24,7 +26,7 @@ from pathlib import Path
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
-DIRECTIVE = re.compile(r"<!--\s*(include|csv|json)\s+(\S+)((?:\s+[^\s>]+)*)\s*-->")
+DIRECTIVE = re.compile(r"<!--\s*(include|csv|json|config)\s+(\S+)((?:\s+[^\s>]+)*)\s*-->")
 
 
 class RenderError(RuntimeError):
@@ -105,7 +107,26 @@ def render_json(path: str, args: list[str], page: str) -> str:
     raise RenderError(f"{page}: `{path}` {args} is neither an object nor a list of objects")
 
 
-RENDER = {"include": render_include, "csv": render_csv, "json": render_json}
+def render_config(path: str, args: list[str], page: str) -> str:
+    """Top-level keys of a YAML config with their values and the comment lines just above each."""
+    rows, comment = [], []
+    for line in source(path, page).read_text().splitlines():
+        if line.startswith("#"):
+            comment.append(line.lstrip("#").strip())
+        elif line and not line[0].isspace() and ":" in line and not line.startswith("-"):
+            key, _, value = line.partition(":")
+            value = value.split(" #")[0].strip() or "(a nested node: see the file)"
+            if key not in ("defaults", "_target_") and not key.startswith("#"):
+                rows.append([f"`{key}`", f"`{value}`", " ".join(comment)])
+            comment = []
+        elif not line.strip():
+            comment = []
+    if not rows:
+        raise RenderError(f"{page}: `{path}` has no top-level keys")
+    return table(["key", "default", "what it does"], rows)
+
+
+RENDER = {"include": render_include, "csv": render_csv, "json": render_json, "config": render_config}
 
 
 def render(markdown: str, page: str) -> str:
