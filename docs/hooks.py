@@ -108,9 +108,13 @@ def render_json(path: str, args: list[str], page: str) -> str:
 
 
 def render_config(path: str, args: list[str], page: str) -> str:
-    """Top-level keys of a YAML config with their values and the comment lines just above each."""
+    """Top-level keys of a YAML config with their values and the comment lines just above each; with a node
+    name (`<!-- config conf/algo/sweet.yaml critic_stage -->`), the keys of that top-level node instead."""
+    lines = source(path, page).read_text().splitlines()
+    if args:
+        lines = node_lines(lines, args[0], path, page)
     rows, comment = [], []
-    for line in source(path, page).read_text().splitlines():
+    for line in lines:
         if line.startswith("#"):
             comment.append(line.lstrip("#").strip())
         elif line and not line[0].isspace() and ":" in line and not line.startswith("-"):
@@ -124,6 +128,25 @@ def render_config(path: str, args: list[str], page: str) -> str:
     if not rows:
         raise RenderError(f"{page}: `{path}` has no top-level keys")
     return table(["key", "default", "what it does"], rows)
+
+
+def node_lines(lines: list[str], node: str, path: str, page: str) -> list[str]:
+    """The lines of top-level node `node`, dedented to the node's own indentation (ends at the next line that
+    starts in the first column)."""
+    try:
+        start = next(i for i, line in enumerate(lines) if line.split("#")[0].rstrip() == f"{node}:")
+    except StopIteration:
+        raise RenderError(f"{page}: `{path}` has no top-level node `{node}`") from None
+    body = []
+    for line in lines[start + 1 :]:
+        if line.strip() and not line[0].isspace():
+            break
+        body.append(line)
+    indents = [len(line) - len(line.lstrip()) for line in body if line.strip()]
+    if not indents:
+        raise RenderError(f"{page}: `{path}`'s node `{node}` is empty")
+    cut = min(indents)
+    return [line[cut:] for line in body]
 
 
 RENDER = {"include": render_include, "csv": render_csv, "json": render_json, "config": render_config}
