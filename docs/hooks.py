@@ -66,7 +66,8 @@ def render_include(path: str, args: list[str], page: str) -> str:
     lines = text.splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
-    return "\n".join(lines).strip()
+    # `[d ?] [stale: ...]`: two bracket groups side by side read as a reference link; escape the second.
+    return re.sub(r"\] \[", r"] \\[", "\n".join(lines).strip())
 
 
 def render_csv(path: str, args: list[str], page: str) -> str:
@@ -121,13 +122,19 @@ def render_config(path: str, args: list[str], page: str) -> str:
             key, _, value = line.partition(":")
             value = value.split(" #")[0].strip() or "(a nested node: see the file)"
             if key not in ("defaults", "_target_") and not key.startswith("#"):
-                rows.append([f"`{key}`", f"`{value}`", " ".join(comment)])
+                rows.append([f"`{key}`", f"`{value}`", escape_html(" ".join(comment))])
             comment = []
         elif not line.strip():
             comment = []
     if not rows:
         raise RenderError(f"{page}: `{path}` has no top-level keys")
     return table(["key", "default", "what it does"], rows)
+
+
+def escape_html(text: str) -> str:
+    """`<` and `>` outside backtick spans as entities, so `<run>` in a comment is shown, not taken for a tag."""
+    parts = text.split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
 
 
 def node_lines(lines: list[str], node: str, path: str, page: str) -> list[str]:
