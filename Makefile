@@ -51,7 +51,7 @@ system-deps:  ## Debian packages (stockfish for the chess tasks, tcmalloc for tr
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing $$missing (apt-get)"; \
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	else echo "note: not installed (needs root + apt-get): $$missing (the chess tasks need stockfish; without tcmalloc runs use glibc's malloc, README Speed)"; fi
+	else echo "note: not installed (needs root + apt-get): $$missing (the chess tasks need stockfish; without tcmalloc runs use glibc's malloc, docs/benchmarks.md)"; fi
 
 train: install  ## set-up + the default run (maze_fo, MC returns from a cached BC stage, tiny GPT-2, CPU; tcmalloc where installed)
 	env $$($(PY) -m lmrl.allocator) $(PY) -m lmrl.train $(ARGS)

@@ -228,6 +228,9 @@ def episode_tokens(ret: float, turns: list, window: int | None, context: int, ma
 # -- a cell ------------------------------------------------------------------------------------------
 @dataclass
 class CellCost:
+    """What one (task, algo) cell costs: its training stages (FLOPs, tokens, memory by component), model shape and
+    hardware, and the sweep's cells it stands for (one per seed)."""
+
     task: str
     algo: str
     stages: list[scaling.Stage]
@@ -239,6 +242,7 @@ class CellCost:
 
     @property
     def flops(self) -> float:
+        """Training FLOPs of all the cell's stages."""
         return sum(sum(s.flops.values()) for s in self.stages)
 
     @property
@@ -259,6 +263,8 @@ def hardware(cfg, spec: dict, launcher: str) -> scaling.Hardware:
 
 
 def cell_cost(cfg, spec: dict, launcher: str, n: int) -> CellCost:
+    """The cost of a cell from its composed config: the model's shape, a tokenized sample of its dataset (`n` episodes),
+    and `lmrl.scaling.stages` for its algorithm and hardware."""
     algo, hw = OmegaConf.to_container(cfg.algo, resolve=True), hardware(cfg, spec, launcher)
     shape, _ = model_shape(json.dumps(OmegaConf.to_container(cfg.model, resolve=True), sort_keys=True))
     if shape is None:
@@ -416,6 +422,8 @@ def assumptions(costs: list[CellCost], args) -> str:
 
 
 def report(sweep, args, launcher: str) -> str:
+    """The dry run's cost table for a sweep: one row per (task, algo), the total, what is still to run, and the
+    assumptions behind the figures."""
     costs = sweep_costs(sweep, launcher, args.plan_sample)
     t = totals(costs, sweep, args)
     total = ["total", "", str(t["cells"]), "", "", "", human(t["tokens"]), figure(t["flops"] / 1e15),

@@ -51,6 +51,9 @@ CONF = ROOT / "conf"
 
 @dataclass
 class Cell:
+    """One (task, algo, seed) cell of a sweep: its overrides, config hash, whether a record exists, its status and run
+    time, and the BC stage it publishes or starts from."""
+
     task: str
     algo: str
     seed: int
@@ -64,6 +67,7 @@ class Cell:
 
     @property
     def name(self) -> str:
+        """`{task}__{algo}__s{seed}`."""
         return f"{self.task}__{self.algo}__s{self.seed}"
 
     @property
@@ -73,11 +77,14 @@ class Cell:
 
     @property
     def label(self) -> str:
+        """`{task}/{algo}/s{seed}`, as the plan prints it."""
         return f"{self.task}/{self.algo}/s{self.seed}"
 
 
 @dataclass
 class Sweep:
+    """An experiment's plan: its `sweep` spec, the records directory, every cell and each cell's composed config."""
+
     experiment: str
     spec: dict
     records: Path
@@ -462,6 +469,9 @@ def check_critics(sweep: Sweep) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m launchers.sweep experiment=<name> [overrides] [--only ...]`: plan the cells, then print the plan and
+    its cost (`--dry-run`), write `plan.json` only (`--plan-only`), check critics (`--check-critics`), or run the cells
+    that have no record (locally, or through submitit on Slurm). Returns 1 when a cell failed, else 0."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", help="experiment=<name> (a file in conf/experiment/)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every cell")

@@ -3,7 +3,7 @@
 Training batches of varying shape (bucketed lengths, rollouts' KV caches) free and allocate tens of megabytes a
 step.  glibc keeps the freed pages of its heap and counts them in the process's RSS, and page-faults memory back
 in when it does return it: Guess My City's BC cell (4 x 256, 8,192-token batches, one process on one core) peaks at
-4.8 GB under glibc and holds 2.0 GB under tcmalloc, at 1.35 s a step against 1.84 (README "Speed").  An allocator
+4.8 GB under glibc and holds 2.0 GB under tcmalloc, at 1.35 s a step against 1.84 (docs/benchmarks.md).  An allocator
 can only be chosen before a process starts, so the launchers (`launchers.sweep`, `launchers.curves`, the end-to-end
 tests) put it in their children's `LD_PRELOAD` through `lmrl.dist.child_env`, and `make train` in its own.
 `LMRL_ALLOCATOR=system` keeps glibc's; `LMRL_ALLOCATOR=/path/to/lib.so` preloads that library instead.

@@ -1,6 +1,7 @@
 """Periodic training checkpoints and resuming.
 
 A checkpoint is a directory `<run>/checkpoints/step_<N>/` holding
+
 - the engine's state (`engine.save_state`: weights, optimizer moments, LR schedule; under
   DeepSpeed every process writes its own shards),
 - frozen models that change during training (ILQL's Polyak target) as `<name>.pt`,
@@ -8,6 +9,7 @@ A checkpoint is a directory `<run>/checkpoints/step_<N>/` holding
 - `trainer_state.json`: the step (for offline trainers also the data position: batch order
   is a pure function of seed and step), online trainers' per-round history, the W&B run id, and
   the run's wall time so far (a resumed run's record counts its earlier attempts).
+
 `checkpoints/latest` names the newest complete one; it is replaced atomically only after
 every file is written, so a run killed while saving falls back to the previous checkpoint.
 The last `keep` checkpoints are kept.
@@ -33,6 +35,7 @@ log = logging.getLogger(__name__)
 
 
 def rng_state() -> dict:
+    """The Python, NumPy, torch (and CUDA, where present) random generators' states of this process."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -40,6 +43,7 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
+    """Restore the generators from `rng_state()`'s dict."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -48,6 +52,10 @@ def set_rng_state(state: dict) -> None:
 
 
 class Checkpointer:
+    """Writes and restores a run's checkpoints under `directory` (the module docstring gives the layout) every `every`
+    steps or rounds (0 = never), keeping the last `keep`. `started` is the attempt's start time (`time.perf_counter`),
+    from which `elapsed` counts the run's wall time across resumes."""
+
     def __init__(self, directory: str | os.PathLike, every: int, keep: int = 2, started: float | None = None):
         if every < 0 or keep < 1:
             raise ValueError(f"checkpoint every must be >= 0 and keep >= 1 (got {every}, {keep})")
@@ -67,6 +75,7 @@ class Checkpointer:
         return self.every > 0 and step > 0 and step % self.every == 0
 
     def latest(self) -> Path | None:
+        """The newest complete checkpoint directory, or None."""
         pointer = self.directory / "latest"
         if not pointer.exists():
             return None
@@ -97,6 +106,7 @@ class Checkpointer:
         return path
 
     def prune(self) -> None:
+        """Delete all but the newest `keep` checkpoints."""
         steps = sorted(p for p in self.directory.glob("step_*") if p.is_dir())
         for old in steps[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)

@@ -1,6 +1,7 @@
 """DeepSpeed ZeRO behind the engine interface of `lmrl.dist` (the only module importing deepspeed).
 
 What each stage shards across the processes of a run:
+
 - stage 2: optimizer moments and gradients; every process keeps whole parameters, so
   generation, frozen models and exports work as with plain torch;
 - stage 3: the parameters too.  Forward passes gather each layer's weights just in time.
@@ -44,6 +45,12 @@ def _deepspeed():
 
 
 class DeepSpeedEngine:
+    """The engine interface of `lmrl.dist.TorchEngine` on DeepSpeed ZeRO (`hardware=zero2`, `zero3`, ...): `stage`
+    1, 2 or 3, `precision` fp32, bf16, fp16 or auto, optional CPU offload of the optimizer state and (stage 3) of the
+    parameters, DeepSpeed's own AdamW with `ds_optimizer`, and raw DeepSpeed keys in `config` merged over the
+    defaults. Invalid combinations raise `ValueError` at construction. It steps whatever it is given (`guards_steps`
+    is False), so trainers check each loss before `backward`."""
+
     guards_steps = False  # DeepSpeed applies any step: trainers check the loss first
     def __init__(self, stage: int = 2, precision: str = "fp32", offload_optimizer: bool = False,
                  offload_param: bool = False, ds_optimizer: bool = False, config: dict | None = None,
@@ -76,10 +83,13 @@ class DeepSpeedEngine:
         return torch.device(_deepspeed().accelerator.get_accelerator().device_name(local))
 
     def spawn(self) -> "DeepSpeedEngine":
+        """A fresh engine with the same settings (e.g. for a BC stage before RL)."""
         return type(self)(**self.init_kwargs)
 
     # -- config --
     def ds_config(self, grad_clip: float | None = None) -> dict:
+        """The DeepSpeed config this engine runs with: ZeRO stage and offload, precision, `grad_clip`, and the hardware
+        config's `config:` block merged over them."""
         zero: dict = {"stage": self.stage}
         if self.offload_optimizer:
             zero["offload_optimizer"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}
@@ -147,9 +157,12 @@ class DeepSpeedEngine:
         return self.ds(**batch)
 
     def backward(self, loss: torch.Tensor) -> None:
+        """Backpropagate `loss` through DeepSpeed (which scales and reduces gradients)."""
         self.ds.backward(loss)
 
     def step(self) -> dict[str, float]:
+        """Optimizer and schedule step. Returns the global gradient norm (NaN where DeepSpeed reports none) and the lr
+        used."""
         lr = self.ds.get_lr()[0]
         self.ds.step()
         self.global_step += 1
@@ -161,9 +174,11 @@ class DeepSpeedEngine:
         return 0
 
     def train(self) -> None:
+        """Put the trained model in training mode."""
         self.ds.train()
 
     def eval(self) -> None:
+        """Put the trained model in evaluation mode (no dropout)."""
         self.ds.eval()
 
     def unwrap(self) -> torch.nn.Module:
@@ -191,12 +206,16 @@ class DeepSpeedEngine:
             yield
 
     def frozen_state(self, module) -> dict | None:
+        """A frozen model's full state dict, gathered from its shards (on the main process; None elsewhere). Collective:
+        every process calls it."""
         inner = getattr(module, "module", module)
         with self.gathered():
             state = {k: v.detach().cpu().clone() for k, v in inner.state_dict().items()} if is_main() else None
         return state
 
     def load_frozen_state(self, module, state: dict | None) -> None:
+        """Load `frozen_state`'s dict into a frozen model (the main process loads, the change is broadcast to the
+        shards). Collective."""
         inner = getattr(module, "module", module)
         with self.gathered(modifier_rank=0):
             if is_main():
@@ -212,6 +231,7 @@ class DeepSpeedEngine:
                                 save_latest=False)
 
     def load_state(self, directory: Path) -> None:
+        """Restore `save_state`'s sharded checkpoint: weights, optimizer and schedule state, and the step."""
         _, client = self.ds.load_checkpoint(str(directory), tag="deepspeed", load_optimizer_states=True,
                                             load_lr_scheduler_states=True)
         self.global_step = int((client or {}).get("global_step", 0))

@@ -84,10 +84,12 @@ def local_cuda_index(local: int) -> int:
 
 
 def rank() -> int:
+    """This process's rank (0 in a single process)."""
     return dist.get_rank() if dist.is_initialized() else topology()[0]
 
 
 def world_size() -> int:
+    """The number of processes of the run (1 in a single process)."""
     return dist.get_world_size() if dist.is_initialized() else topology()[1]
 
 
@@ -150,6 +152,7 @@ def init_distributed(force: bool = False) -> bool:
 
 
 def barrier() -> None:
+    """Wait for every process (a no-op without a process group)."""
     if dist.is_initialized():
         dist.barrier()
 
@@ -382,6 +385,7 @@ class TorchEngine:
         return type(self)(**self.init_kwargs)
 
     def autocast(self):
+        """A context in which forward passes run in the engine's precision (bf16 or fp16 autocast; a no-op in fp32)."""
         return autocast(self.device, self.precision)
 
     # -- the device boundary --
@@ -399,6 +403,7 @@ class TorchEngine:
             return self.wrapped(**batch)
 
     def backward(self, loss: torch.Tensor) -> None:
+        """Backpropagate `loss` (scaled first under fp16)."""
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
     def step(self) -> dict:
@@ -434,9 +439,11 @@ class TorchEngine:
         return int(self.nonfinite_steps)
 
     def train(self) -> None:
+        """Put the trained model in training mode."""
         self.model.train()
 
     def eval(self) -> None:
+        """Put the trained model in evaluation mode (no dropout)."""
         self.model.eval()
 
     def unwrap(self) -> torch.nn.Module:
@@ -457,6 +464,7 @@ class TorchEngine:
         return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()} if is_main() else None
 
     def load_frozen_state(self, module: torch.nn.Module, state: dict) -> None:
+        """Load a state dict saved by `frozen_state` into a frozen model."""
         module.load_state_dict(state)
 
     @contextlib.contextmanager
@@ -497,6 +505,7 @@ class TorchEngine:
                        Path(directory) / "engine.pt")
 
     def load_state(self, directory: Path) -> None:
+        """Restore what `save_state` wrote: weights, optimizer moments, schedule, loss scaler and step."""
         state = torch.load(Path(directory) / "engine.pt", map_location=self.device, weights_only=False)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])

@@ -23,6 +23,9 @@ from lmrl.utils import seed_everything, summary_line
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
 def main(cfg: DictConfig) -> dict:
+    """`python -m lmrl.evaluate checkpoint=<dir> task=<task>`: load the checkpoint's policies (`load_policies`), run the
+    task's evaluation protocol, and write `metrics.json`, the config and (with `records.dir`) a record. Returns the
+    metrics."""
     start = time.perf_counter()
     seed_everything(cfg.seed)
     task = Task(cfg.task, cfg.cache_dir)

@@ -114,5 +114,6 @@ def load_policies(checkpoint: Path, task: Task, eval_cfg, seed: int, betas: list
 
 
 def write_run(run_dir: Path, cfg: DictConfig, metrics: dict) -> None:
+    """Write a run's `metrics.json` and its resolved `config.yaml` into `run_dir`."""
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))

@@ -63,6 +63,8 @@ def config_hash(cfg: DictConfig | dict) -> str:
 
 
 def without_cache_dirs(value):
+    """A config container with every `cache_dir` key removed, at any depth (where things are cached does not change a
+    result)."""
     if isinstance(value, dict):
         return {k: without_cache_dirs(v) for k, v in value.items() if k != "cache_dir"}
     if isinstance(value, list):
@@ -149,7 +151,8 @@ def provenance() -> dict:
 
 
 class DirtyTreeError(SystemExit):
-    pass
+    """Raised (exiting with its message) when a table run finds uncommitted changes and `records.allow_dirty` is
+    off."""
 
 
 def require_clean_tree(allow_dirty: bool, what: str, root: Path | None = None) -> dict:
@@ -169,6 +172,7 @@ def require_clean_tree(allow_dirty: bool, what: str, root: Path | None = None) -
 
 
 def record_name(task: str, algo: str, seed, digest: str) -> str:
+    """A record's file name: `{task}__{algo}__s{seed}__{config hash}.json`."""
     return f"{task}__{algo}__s{seed}__{digest}.json"
 
 
@@ -214,6 +218,8 @@ def find_record(directory: str | Path, digest: str, ok_only: bool = True) -> dic
 
 
 def read_record(path: Path) -> dict:
+    """One record file, checked to be JSON with `status`, `task`, `algo` and `seed`; `ValueError` naming the file
+    otherwise."""
     try:
         rec = json.loads(Path(path).read_text())
     except json.JSONDecodeError as err:

@@ -579,6 +579,8 @@ def log_to_wandb(paths: dict[str, Path], name: str, project: str = "lmrl", group
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m lmrl.report <records dir>`: build the results table from a directory of records (`build`), print it,
+    and log it to W&B when asked (or when the sweep's runs logged there). Returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("records", type=Path, help="a directory of JSON records (a sweep's records.dir)")
     parser.add_argument("--name", help="output name (default: the directory's name)")

@@ -1,8 +1,9 @@
 """Compute and memory of a training run, from its config and its data's token statistics.
 
-The arithmetic behind `python -m launchers.sweep experiment=<name> --dry-run` (launchers/plan.py
+The arithmetic behind `python -m launchers.sweep experiment=<name> --dry-run` (launchers/sizing.py
 gathers the inputs: model shape, a dataset sample's token lengths, the hardware).  Conventions, those
 of `make bench` and the measured H100 figures (../shared/gpu/README.md), so utilisations carry over:
+
 - FLOPs: 2 per multiply-accumulate of every weight a token passes through (embedding lookups are
   free, attention scores are left out, as in the 6·N·tokens rule).  A trained pass (forward +
   backward) costs 6 per weight and token, a forward alone 2.
@@ -36,6 +37,8 @@ ACTIVATION_BYTES_16BIT = 34
 # -- model -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ModelShape:
+    """A causal LM's parameter counts and sizes, as `shape_of` reads them from its config."""
+
     params: int  # every parameter once (a tied LM head counts once)
     body: int  # transformer blocks + final norm: what every token's forward multiplies by
     d: int  # hidden size
@@ -98,10 +101,12 @@ class TaskTokens:
     dataset_episodes: float
 
     def per_episode(self, key: Callable[[EpisodeTokens], float]) -> float:
+        """The mean of `key` over the sample's episodes."""
         return sum(map(key, self.sample)) / max(len(self.sample), 1)
 
     @property
     def sequences(self) -> float:
+        """Training sequences in the whole dataset (the sample's mean per episode, scaled)."""
         return self.dataset_episodes * self.per_episode(lambda e: len(e.seqs))
 
     @property
@@ -111,6 +116,7 @@ class TaskTokens:
 
     @property
     def lengths(self) -> list[int]:
+        """Token lengths of every training sequence of the sample."""
         return [n for e in self.sample for n in e.seqs]
 
     @property
@@ -120,6 +126,7 @@ class TaskTokens:
 
     @property
     def windowed(self) -> bool:
+        """Whether the task's sequences link to a next window (windowed tasks: ILQL bootstraps across them)."""
         return any(n for e in self.sample for n in e.nexts)
 
     def top(self, fraction: float) -> "TaskTokens":
@@ -145,6 +152,9 @@ def step_tokens(lengths: Sequence[int], batch: float, world: int = 1) -> float:
 # -- hardware and memory -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Hardware:
+    """The engine a cell runs on, as far as memory and throughput depend on it: DeepSpeed or not, ZeRO stage, precision,
+    processes and offloading."""
+
     deepspeed: bool
     stage: int  # ZeRO stage; 0 = plain torch (one device, or DDP with world > 1)
     precision: str
@@ -159,6 +169,8 @@ class Hardware:
 
     @property
     def activation_bytes(self) -> int:
+        """Activation bytes per token, hidden unit and layer that a training step keeps for backward:
+        `ACTIVATION_BYTES_16BIT` with bf16 or fp16 activations, twice that in fp32."""
         return ACTIVATION_BYTES_16BIT * (1 if self.precision != "fp32" else 2)
 
 
@@ -246,6 +258,7 @@ class Stage:
 
     @property
     def peak_phase(self) -> str:
+        """The name of the phase that needs the most memory ("" without phases)."""
         return max(self.phases, key=lambda p: sum(self.phases[p].values())) if self.phases else ""
 
     @property
@@ -556,6 +569,8 @@ def stages(trainer: str, shape: ModelShape, data: TaskTokens, algo: dict, hw: Ha
 
 
 def gpu_hours(flops: float, utilisation: float, peak_tflops: float = H100_PEAK_TFLOPS) -> float:
+    """GPU-hours for `flops` at `utilisation` of a `peak_tflops` device (default: an H100's measured bf16 matmul
+    peak)."""
     return flops / (utilisation * peak_tflops * 1e12) / 3600
 
 

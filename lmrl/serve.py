@@ -81,6 +81,8 @@ class Served:
 
 @dataclass
 class Request:
+    """A validated chat-completions request (`parse_request`), with the server's defaults filled in."""
+
     messages: list[dict]
     max_tokens: int
     temperature: float
@@ -387,6 +389,8 @@ def make_handler(served: Served, max_new_tokens: int, temperature: float, max_n:
 
 
 def serve(cfg: DictConfig) -> None:
+    """Load the configured checkpoint and serve it on `cfg.host:cfg.port` until interrupted; prints the endpoint's URL
+    first."""
     engine = TorchEngine(device=cfg.device, precision=cfg.precision, threads=cfg.threads)
     served = load_served(str(cfg.checkpoint), engine, cfg.model_name, cfg.beta, cfg.seed)
     handler = make_handler(served, cfg.max_new_tokens, cfg.temperature, cfg.max_n)
@@ -403,6 +407,7 @@ def serve(cfg: DictConfig) -> None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="serve")
 def main(cfg: DictConfig) -> None:
+    """`python -m lmrl.serve checkpoint=<dir>`: Hydra composes `conf/serve.yaml` with the overrides, then `serve`."""
     serve(cfg)
 
 

@@ -85,6 +85,11 @@ def generator_sources(module) -> list[Path]:
 
 
 class Task:
+    """One task variant, built from its `conf/task/<name>.yaml`: the env factory, the dataset (a user-given file, or
+    generated from the recipe once and cached under `<cache_dir>/datasets/<task>/`), the history window a policy sees,
+    and the normalization anchors of its scores. Raises `ValueError` at construction for an inconsistent
+    `moves_per_sequence`."""
+
     def __init__(self, cfg: DictConfig, cache_dir: str | Path):
         self.cfg = cfg
         self.name: str = cfg.name
@@ -99,6 +104,8 @@ class Task:
         self.cache_dir = Path(cache_dir)
 
     def make_env(self) -> TextEnv:
+        """A new environment from the task's `env` config (its `_target_` and arguments). Raises `ValueError` when an
+        `oracle=` override is given to a task whose env has no oracle."""
         if "oracle" in self.cfg.env:
             target = get_class(self.cfg.env._target_)
             if "oracle" not in inspect.signature(target.__init__).parameters:
@@ -107,6 +114,8 @@ class Task:
         return instantiate(self.cfg.env)
 
     def normalize(self, mean_return: float) -> float:
+        """A mean return on the task's normalized scale (`lmrl.scoring.normalize` with its anchors): 0 at the minimum
+        return, 50 at the dataset's average, 100 at the maximum, not clipped."""
         return normalize(mean_return, **self.normalization)
 
     def dataset_path(self) -> Path:

@@ -106,6 +106,8 @@ def thread_env(threads: int) -> dict[str, str]:
 
 
 def positive_int(value: str | None) -> int | None:
+    """A setting's text (an environment variable's value) as a positive integer, or None (unset, not a number,
+    or not positive)."""
     try:
         n = int(value) if value is not None else 0
     except ValueError:

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def run_name(cfg: DictConfig) -> str:
+    """The run's name in the logger: `{task}__{algo}__{seed}__{time}`."""
     return f"{cfg.task.name}__{cfg.algo.name}__{cfg.seed}__{datetime.now():%Y%m%d-%H%M%S}"
 
 
@@ -86,6 +87,8 @@ def check_same_config(run_dir: Path, cfg: DictConfig) -> None:
 
 
 def checkpointer_for(cfg: DictConfig, run_dir: Path, started: float | None = None) -> Checkpointer:
+    """The run's checkpointer under `<run>/checkpoints/`: every `checkpoint.every_rounds` rounds for online algorithms
+    (their config has `rounds`), else every `checkpoint.every_steps` optimizer steps, keeping `checkpoint.keep`."""
     every = cfg.checkpoint.every_rounds if "rounds" in cfg.algo else cfg.checkpoint.every_steps
     return Checkpointer(run_dir / "checkpoints", every, cfg.checkpoint.keep, started)
 
@@ -103,6 +106,7 @@ def build_logger(cfg: DictConfig, run_dir: Path, checkpointer: Checkpointer):
 
 
 def parameter_counts(model) -> dict:
+    """`model/parameters` and `model/trainable` of the run's model (empty without a local model)."""
     if model is None:
         return {}
     return {"model/parameters": sum(p.numel() for p in model.parameters()),
@@ -144,6 +148,10 @@ def start_of(trainer, task: Task, cfg: DictConfig, engine, metrics: dict) -> dic
 
 
 def run(cfg: DictConfig, hydra_dir: Path) -> dict:
+    """One training run from a composed config: reuse a matching record (`records.reuse`), else build the task, dataset,
+    model, engine and trainer, fit, export to `<run>/checkpoint/` (and publish a BC run's export as its stage), evaluate
+    on rank 0, and write `metrics.json`, the config and a record. Returns the metrics; every other process exits after
+    training."""
     start = time.perf_counter()
     digest = config_hash(cfg)
     if (found := reusable_record(cfg, digest)) is not None:
@@ -198,6 +206,7 @@ def run(cfg: DictConfig, hydra_dir: Path) -> dict:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> dict:
+    """`python -m lmrl.train`: Hydra composes `conf/train.yaml` with the command line's overrides, then `run`."""
     return run(cfg, Path(HydraConfig.get().runtime.output_dir))
 
 

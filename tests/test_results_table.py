@@ -530,7 +530,7 @@ def test_cell_overrides_set_one_cells_budget_after_its_task_and_algorithm():
     assert (got["ppo"].algo.rounds, got["ppo"].algo.bc.steps, got["ppo"].algo.bc.batch_size) == (3, 4800, 32)
 
 
-# SWEET-RL's critic on equal-turn halves of its pairs (README "Turn-level credit": the maze probe, 3 seeds)
+# SWEET-RL's critic on equal-turn halves of its pairs (docs/algorithms/turn-level.md: the maze probe, 3 seeds)
 SWEET_HALVES_ROWS = {"maze_fo"}
 
 
@@ -690,7 +690,7 @@ def test_a_cell_whose_config_changed_while_the_sweep_ran_fails_with_the_reason(t
 
 
 def test_rl_columns_start_from_their_rows_bc_cell():
-    """A BC run publishes its weights as the BC stage of its config (README "Value-based RL"), so an RL cell whose
+    """A BC run publishes its weights as the BC stage of its config (docs/algorithms/index.md), so an RL cell whose
     stage (`bc_stage_of`: data, model, BC config but `log_every`, window) equals its row's BC cell's trains no stage
     of its own, and the local sweep starts it after that cell.  In table2_small that holds for every RL column but
     the ones named here, each with its reason."""

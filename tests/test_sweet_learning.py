@@ -9,10 +9,10 @@
 - FO maze (beyond the issue): a critic trained on equal-turn halves of its pairs learns the maze (the probe) where the
   paper's whole-pair critic does not.
 
-Every number is measured in the test; the margins are the issue's.  Their 3-seed pilot on an H100 (README,
-Turn-level credit) met all but SWEET-RL over its unprivileged ablation (+4.7 of +5) and the critic's.  Run alone,
-without pytest's timeout: many hours on a 2-core CPU; `LMRL_TEST_HARDWARE=gpu` trains and evaluates the policy
-test's runs on a GPU (~45 min, one after another).
+Every number is measured in the test; the margins are the issue's.  Their 3-seed pilot on an H100
+(docs/algorithms/turn-level.md) met all but SWEET-RL over its unprivileged ablation (+4.7 of +5) and the critic's.
+Run alone, without pytest's timeout: many hours on a 2-core CPU; `LMRL_TEST_HARDWARE=gpu` trains and evaluates the
+policy test's runs on a GPU (~45 min, one after another).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ SWEET_OVER_BC, SWEET_OVER_UNPRIVILEGED, SWEET_OVER_TRAJECTORY_DPO, GROUP_PG_OVER
 TIMEOUT = 4 * 3600
 # The policy test's CLI runs on this hardware config (e.g. gpu); the critic test runs in this process, on the CPU.
 HARDWARE = [f"hardware={os.environ['LMRL_TEST_HARDWARE']}"] if os.environ.get("LMRL_TEST_HARDWARE") else []
-# Extra overrides for the critic probe's two SWEET critics (the README's probe table varies these), e.g.
+# Extra overrides for the critic probe's two SWEET critics (the probe table of docs/algorithms/turn-level.md varies
+# these), e.g.
 # LMRL_CRITIC_OVERRIDES="algo.critic_stage.normalize=actions algo.critic_stage.pairing=all".
 CRITIC_OVERRIDES = os.environ.get("LMRL_CRITIC_OVERRIDES", "").split()
 
@@ -128,7 +129,7 @@ def test_sweet_beats_bc_and_its_ablations_and_group_pg_beats_bc(bc_stage, tmp_pa
     assert mean["group_pg"] >= mean["bc"] + GROUP_PG_OVER_BC
 
 
-# The FO maze's halves critic against the whole-pair one (README Results, "SWEET-RL and group PG columns": probe 86.8 /
+# The FO maze's halves critic against the whole-pair one (docs/results.md: probe 86.8 /
 # 79.6 / 83.0 against 32.0 / 60.0 / 24.0 on seeds 0-2; always "move down" 44.0).  Margins below the smallest seen.
 HALVES_OVER_FLOOR, HALVES_OVER_WHOLE = 20.0, 15.0
 FO_STAGE = ["task=maze_fo", "algo=sweet", "algo.bc.steps=600", "algo.bc.batch_size=64"]

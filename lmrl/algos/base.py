@@ -84,6 +84,8 @@ class OptimFields:
     curve_episodes_per_start: int = 2
 
     def validate(self) -> list[str]:
+        """Every problem with the values, one message each naming its key; empty when the config is valid. Subclasses
+        extend the list with their own checks (and their nested stages', prefixed `bc.`)."""
         problems = []
         for key in ("steps", "batch_size"):
             if getattr(self, key) < 1:

@@ -54,6 +54,8 @@ def bc_loss(logits: torch.Tensor, input_ids: torch.Tensor, action_mask: torch.Te
 
 @dataclass
 class BCConfig(OptimFields):
+    """`algo=bc`: the optimization fields of `OptimFields` and how often the loss is logged."""
+
     name: str = "bc"
     # Log train/loss every this many steps.
     log_every: int = 25
@@ -61,6 +63,8 @@ class BCConfig(OptimFields):
 
 @dataclass
 class FilteredBCConfig(BCConfig):
+    """`algo=filtered_bc`: BC on the episodes whose return reaches the top `top_fraction` of the dataset's."""
+
     name: str = "filtered_bc"
     # Keep episodes whose return is at least the (1 - top_fraction) percentile.
     top_fraction: float = 0.1
@@ -98,6 +102,14 @@ def top_fraction(episodes: list[Episode], fraction: float, drop_worst: bool = Fa
 
 
 class BCTrainer:
+    """Behaviour cloning: next-token cross-entropy on the agent's tokens of the task's dataset (`bc_loss`).
+
+    The base of every trainer but `PromptTrainer` (offline ones override `sequences`, `loss` and `policies`, online
+    ones `fit`) and the interface `lmrl.train` drives: `fit()` trains and returns metrics, `save(directory)` exports
+    the weights, `policies(eval_cfg, seed)` names the policies to evaluate, and `publish(export)` caches a plain BC
+    run's export as the BC stage of its config. Batch order is a pure function of (seed, step), so a run resumed
+    from a checkpoint trains on the same batches as one that never stopped."""
+
     config_class = BCConfig
     stage_key: dict | None = None  # set by plain BC runs only (`publish`)
 
@@ -128,6 +140,8 @@ class BCTrainer:
         return self.task.episodes()
 
     def sequences(self) -> PackedSequences:
+        """The training sequences of the episodes `select` yields, tokenized with the task's window and
+        `moves_per_sequence`, packed, and merged where identical when `dedup` is set."""
         encode = SegmentEncoder(self.tokenizer)
         window, moves = self.task.history_window, self.task.moves_per_sequence
         seqs = PackedSequences.build(
@@ -198,6 +212,7 @@ class BCTrainer:
                          f"{step} (their updates were skipped)", logs, self.checkpointer)
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        """The loss of one collated batch and a dict of extra values to log (BC: none)."""
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         return bc_loss(out.logits, batch["input_ids"], batch["action_mask"], batch["attention_mask"],
                        batch["weights"], batch.get("norm")), {}
@@ -206,6 +221,10 @@ class BCTrainer:
         """Hook after each completed optimizer step (ILQL updates its target here)."""
 
     def fit(self) -> dict:
+        """Train for `self.steps` optimizer steps, resuming from the latest checkpoint when there is one, with
+        learning-curve points and checkpoints at their intervals. Returns the training metrics (`train_loss`,
+        `train_steps`, `train_sequences`, `train_seconds`, `train_tokens_per_s`, and `resumed_from_step` after a
+        resume). Raises `FloatingPointError` on a non-finite loss."""
         seqs = self.seqs
         resumed = self.restore()
         first = resumed["step"] if resumed else 0
@@ -277,9 +296,12 @@ class BCTrainer:
         return {}
 
     def trainer_state(self) -> dict:
+        """What a checkpoint keeps beside the engine's state (the W&B run id; subclasses add theirs)."""
         return {"wandb_id": getattr(self.logger, "run_id", None)}
 
     def checkpoint(self, step: int) -> None:
+        """Write a checkpoint after `step` completed steps: the engine's state, `trainer_state()` and
+        `frozen_modules()`."""
         self.checkpointer.save(step, self.engine, self.trainer_state(), self.frozen_modules())
 
     def restore(self) -> dict | None:
@@ -356,6 +378,7 @@ def loss_norm(batch: Sequence[TokenSequence], world: int) -> float:
 
 
 def log_sequences(name: str, seqs: PackedSequences) -> None:
+    """Log a dataset's sequence count (with and without merged duplicates), token count and packed size."""
     log.info("%s: %d training sequences (%d distinct), %d tokens (%.0f MB packed)", name, int(seqs.total_weight),
              len(seqs), seqs.num_tokens, seqs.nbytes / 2**20)
 
@@ -446,6 +469,7 @@ def cached_stage(task, kind: str, key: dict, what: str, build) -> Path:
 
 
 def stage_path(task, kind: str, key: dict) -> Path:
+    """Where the stage of `kind` ("bc", "critic") cached under `key` lives: `<cache>/<kind>/<task>/<hash of key>`."""
     blob = json.dumps(key, sort_keys=True, default=str)
     return task.cache_dir / kind / task.name / hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -508,6 +532,9 @@ def start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed: int, tra
 
 
 class FilteredBCTrainer(BCTrainer):
+    """Filtered BC (%BC): `BCTrainer` on the episodes with return at least the dataset's `(1 - top_fraction)`
+    percentile."""
+
     config_class = FilteredBCConfig
 
     def select(self) -> Iterator[Episode]:

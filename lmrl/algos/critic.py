@@ -43,6 +43,7 @@ MIN_PROBE = 0.8
 
 
 def device_of(module: torch.nn.Module) -> torch.device:
+    """The device of a module's first parameter."""
     return next(module.parameters()).device
 
 
@@ -114,6 +115,7 @@ def critic_health(value, tokenizer, task, episodes: Sequence[Episode], gamma: fl
 
 
 def spearman(a: pd.Series, b: pd.Series) -> float:
+    """Spearman's rank correlation of two series; 0 where it is undefined (fewer than two values, or a constant)."""
     rho = a.corr(b, method="spearman") if len(a) > 1 else float("nan")
     return 0.0 if math.isnan(rho) else float(rho)
 

@@ -31,6 +31,9 @@ from lmrl.envs.base import Episode
 
 @dataclass
 class GroupPGConfig(OnlineConfig):
+    """`algo=group_pg`: `OnlineConfig` plus the group size `k`, whether advantages are divided by the group's standard
+    deviation, the clip range, the KL weight, and each task's reset options that pin a start (`task_info`)."""
+
     name: str = "group_pg"
     # Rollouts per pinned start.
     k: int = 8
@@ -67,17 +70,22 @@ class GroupPGTrainer(PPOTrainer):
     config_class = GroupPGConfig
 
     def setup_models(self, bc_dir: Path) -> None:
+        """The policy LM (dropout off) and, with `kl_coef` > 0, the frozen BC reference; the task's pinning
+        information."""
         self.info = task_info_for(self.cfg.task_info, self.task.name)
         self.engine.setup(load_lm(bc_dir), self.optim_config())  # dropout off: ratios start at exactly 1
         self.reference = self.engine.prepare_frozen(load_lm(bc_dir)) if self.cfg.kl_coef > 0 else None
 
     def policy_lm(self) -> torch.nn.Module:
+        """The trained LM itself (there is no value head)."""
         return self.engine.unwrap()
 
     def optim_config(self) -> OptimConfig:
+        """The online schedule, with no value-head learning rate."""
         return OnlineTrainer.optim_config(self)  # no value head
 
     def trainer_state(self) -> dict:
+        """The online state (no KL controller and no value head to save)."""
         return OnlineTrainer.trainer_state(self)
 
     def load_round_state(self, state: dict) -> None:
@@ -94,6 +102,8 @@ class GroupPGTrainer(PPOTrainer):
         return options, seeds
 
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
+        """Group-relative advantages over each pinned start's `k` episodes, applied to every agent token of an episode
+        (episodes with zero advantage are left out), then PPO's minibatch loop."""
         keys = [self.info.task_key(ep) for ep in episodes]
         ids = {key: g for g, key in enumerate(dict.fromkeys(keys))}
         returns = torch.tensor([ep.total_return for ep in episodes], dtype=torch.float32)
@@ -131,6 +141,7 @@ class GroupPGTrainer(PPOTrainer):
         return old, ref
 
     def minibatch_loss(self, mb: list[Scored]) -> tuple[torch.Tensor, dict]:
+        """PPO's clipped surrogate on the group advantages, + `kl_coef` x the k3 estimate of KL to the BC reference."""
         batch = self.collate([s.seq for s in mb])
         decide = decision_points(batch["action_mask"], batch["attention_mask"])
         logits = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -144,7 +155,9 @@ class GroupPGTrainer(PPOTrainer):
         return loss, logs
 
     def save(self, directory: Path) -> None:
+        """The LM as a `save_pretrained` checkpoint (BC's export; no value head)."""
         BCTrainer.save(self, directory)
 
     def policies(self, eval_cfg, seed: int) -> dict:
+        """The trained LM, sampled (BC's policy)."""
         return BCTrainer.policies(self, eval_cfg, seed)

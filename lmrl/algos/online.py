@@ -1,12 +1,14 @@
 """Online training: rounds of batched rollouts with the current policy, then an update.
 
 `OnlineTrainer` holds what every online algorithm shares:
+
 - the starting policy: the cached BC stage (`bc_checkpoint`, as for ILQL) or `init_from`;
 - rollouts of `episodes_per_round` episodes from the env's random start states, all envs
   stepped in lockstep with one batched KV-cache generation per turn (finished episodes leave
   the batch, so no compute goes to them);
 - transcripts: every round's episodes as JSONL under `<run>/rollouts/`, one sample printed;
 - the learning curve: `<run>/rounds.csv` and `<run>/rounds.png` (rollout return per round).
+
 Subclasses build their models in `setup_models` and learn from a round in `update`.
 
 `OnlineFilteredBCTrainer` is LMRL-Gym's online %BC: keep the top fraction of this round's
@@ -45,6 +47,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class OnlineConfig(OptimFields):
+    """The fields every online trainer shares: rounds, episodes per round, rollout temperature, the passes and step cap
+    of each round's update, and the BC stage the policy starts from."""
+
     name: str = "online"
     # Rollout/update rounds, and episodes sampled per round (random start states).
     rounds: int = 20
@@ -73,6 +78,8 @@ class OnlineConfig(OptimFields):
 
 @dataclass
 class OnlineFilteredBCConfig(OnlineConfig):
+    """`algo=online_filtered_bc`: `OnlineConfig` plus which of a round's episodes are kept for BC."""
+
     name: str = "online_filtered_bc"
     # Keep this round's episodes with return >= the (1 - top_fraction) percentile (LMRL-Gym: 0.3).
     top_fraction: float = 0.3
@@ -91,6 +98,12 @@ class OnlineFilteredBCConfig(OnlineConfig):
 
 
 class OnlineTrainer(BCTrainer):
+    """The online loop shared by PPO, group PG and online filtered BC (see the module docstring): each round plays
+    `episodes_per_round` episodes with the current policy and learns from them in `update`.
+
+    Subclasses provide `setup_models(bc_dir)` (build the trained model and call `engine.setup`) and `update(episodes,
+    round_idx)`; they may override `policy_lm`, `start_states` and `load_round_state`."""
+
     config_class = OnlineConfig
 
     def __init__(self, cfg: OnlineConfig, task, engine, model, tokenizer, logger, seed: int = 0,
@@ -109,6 +122,7 @@ class OnlineTrainer(BCTrainer):
 
     # -- what subclasses provide ------------------------------------------------------------------
     def setup_models(self, bc_dir: Path) -> None:
+        """Build the trained model from the BC stage in `bc_dir` and set it up on the engine (here: the LM itself)."""
         model = AutoModelForCausalLM.from_pretrained(bc_dir)
         self.engine.setup(model, self.optim_config())
 
@@ -117,6 +131,7 @@ class OnlineTrainer(BCTrainer):
         return self.engine.unwrap()
 
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
+        """Learn from one round's episodes (every process holds all of them); returns the round's training logs."""
         raise NotImplementedError
 
     # -- shared machinery ---------------------------------------------------------------------------
@@ -157,9 +172,13 @@ class OnlineTrainer(BCTrainer):
         return episodes
 
     def trainer_state(self) -> dict:
+        """BC's checkpoint state plus every finished round's row (a resumed run continues the curve)."""
         return {**super().trainer_state(), "rounds": self.rounds}
 
     def fit(self) -> dict:
+        """Play and learn for `rounds` rounds (resuming after the last checkpointed round), log each round under
+        `rollout/`, write `rounds.csv` and `rounds.png`, and return the run's training metrics, among them the first and
+        last rounds' normalized scores."""
         start = time.perf_counter()
         resumed = self.restore()
         if resumed:
@@ -219,6 +238,7 @@ class OnlineTrainer(BCTrainer):
 
 
 def plot_rounds(rounds: list[dict], path: Path, title: str) -> None:
+    """Plot each round's normalized rollout score (with the dataset average, 50, marked) to `path`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -238,9 +258,14 @@ def plot_rounds(rounds: list[dict], path: Path, title: str) -> None:
 
 
 class OnlineFilteredBCTrainer(OnlineTrainer):
+    """Online filtered BC: each round, BC on the round's top `top_fraction` episodes by return (LMRL-Gym's online
+    %BC)."""
+
     config_class = OnlineFilteredBCConfig
 
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
+        """BC on the round's kept episodes (`top_fraction`, with `drop_worst` and `cap_ties`) for `train_steps` steps;
+        logs the kept count, the lowest kept return and the mean BC loss."""
         kept = top_fraction(episodes, self.cfg.top_fraction, self.cfg.drop_worst, self.cfg.cap_ties)
         seqs = [s for ep in kept for s in self.link_sequences(ep)]
         if not seqs:

@@ -5,6 +5,7 @@ Model layout as in the original: the policy LM with a value head on its last hid
 reference.  Dropout is switched off so log-probs are deterministic.
 
 One round:
+
 1. Roll out `episodes_per_round` episodes with the current policy (temperature 1).
 2. Re-tokenize them exactly like the offline data (one sequence per action for windowed
    tasks) and run one teacher-forced pass of policy + value and of the reference: the old
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class PPOConfig(OnlineConfig):
+    """`algo=ppo`: `OnlineConfig` plus GAE's discount and lambda, the clip ranges, the value loss's weight and learning
+    rate, the KL penalty (fixed, or adaptive with `kl_target`), and an optional BC term on the offline data."""
+
     name: str = "ppo"
     gamma: float = 0.99
     lam: float = 0.95
@@ -93,9 +97,14 @@ class Scored:
 
 
 class PPOTrainer(OnlineTrainer):
+    """Multi-turn token-level PPO from the BC stage (see the module docstring for one round's steps): a value head on
+    the policy's trunk, a frozen BC reference for the KL penalty, GAE over each episode's decisions."""
+
     config_class = PPOConfig
 
     def setup_models(self, bc_dir: Path) -> None:
+        """The policy with a value head on its trunk (dropout off, so ratios start at 1), the frozen reference, the KL
+        controller and, with `bc_weight`, the offline batches of the BC term."""
         lm = AutoModelForCausalLM.from_pretrained(bc_dir)
         for module in lm.modules():
             if isinstance(module, torch.nn.Dropout):
@@ -113,9 +122,11 @@ class PPOTrainer(OnlineTrainer):
             self.offline = self.batches(self.sequences())  # the task's offline data, for the BC term
 
     def policy_lm(self) -> torch.nn.Module:
+        """The policy LM under the value head (rollouts sample from it)."""
         return self.model.lm
 
     def optim_config(self) -> OptimConfig:
+        """The online schedule, with the value head at `value_lr` when one is given."""
         optim = super().optim_config()
         if self.cfg.value_lr is not None:
             optim.group_lrs = (("v_head.", self.cfg.value_lr),)
@@ -131,9 +142,11 @@ class PPOTrainer(OnlineTrainer):
         return metrics
 
     def trainer_state(self) -> dict:
+        """The online state plus the KL coefficient and whether the value head's bias was set."""
         return {**super().trainer_state(), "kl_coef": self.kl.value, "value_initialized": self.value_initialized}
 
     def load_round_state(self, state: dict) -> None:
+        """Restore the KL coefficient and the value-bias flag from a checkpoint."""
         self.kl.value, self.value_initialized = state["kl_coef"], state["value_initialized"]
 
     @torch.no_grad()
@@ -197,6 +210,8 @@ class PPOTrainer(OnlineTrainer):
                      "old_value_mean": float(padded["values"][valid].mean()), "explained_variance": explained}
 
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
+        """One PPO update from a round: score its sequences, compute KL-penalized GAE advantages, optimize, then adapt
+        the KL coefficient. Returns the round's logs (KL, value statistics, losses, steps)."""
         links = [ep_links for ep_links in map(self.link_sequences, episodes) if ep_links]
         scored = iter(self.score([s for ep_links in links for s in ep_links]))
         per_episode, logs = self.advantages([[next(scored) for _ in ep_links] for ep_links in links])
@@ -207,6 +222,9 @@ class PPOTrainer(OnlineTrainer):
         return {**logs, **train_logs}
 
     def optimize(self, samples: list[Scored], round_idx: int) -> dict:
+        """`epochs` passes of shuffled minibatches over a round's scored sequences, at most `train_steps` optimizer
+        steps; returns the step count and the mean of each logged value. Raises `FloatingPointError` on a non-finite
+        loss."""
         self.engine.train()
         totals: dict[str, float] = {}
         steps, budget = 0, self.train_steps(len(samples))
@@ -229,6 +247,8 @@ class PPOTrainer(OnlineTrainer):
         return {"train_steps": steps, **{k: v / max(steps, 1) for k, v in totals.items()}}
 
     def minibatch_loss(self, mb: list[Scored]) -> tuple[torch.Tensor, dict]:
+        """The clipped policy loss + `value_coef` x the clipped value loss on a minibatch (+ `bc_weight` x BC on an
+        offline batch), and its logs."""
         batch = self.collate([s.seq for s in mb])
         decide = decision_points(batch["action_mask"], batch["attention_mask"])
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -256,6 +276,7 @@ class PPOTrainer(OnlineTrainer):
         torch.save(self.model.v_head.state_dict(), directory / "value_head.pt")
 
     def policies(self, eval_cfg, seed: int) -> dict:
+        """The trained policy LM, sampled."""
         return {"sample": lm_policy(self.model.lm, self.tokenizer, self.task, eval_cfg, seed)}
 
 

@@ -138,6 +138,7 @@ class FixedKL:
         self.value = coef
 
     def update(self, kl: float, n_steps: int) -> None:
+        """Nothing: the coefficient stays fixed."""
         pass
 
 
@@ -153,5 +154,7 @@ class AdaptiveKL:
         self.horizon = horizon
 
     def update(self, kl: float, n_steps: int) -> None:
+        """Move the coefficient towards the target KL after `n_steps` steps at measured `kl` (the proportional error
+        clipped to ±0.2, scaled by `n_steps / horizon`)."""
         error = min(max(kl / self.target - 1.0, -0.2), 0.2)
         self.value *= 1.0 + error * n_steps / self.horizon

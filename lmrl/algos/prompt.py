@@ -63,6 +63,9 @@ ECHO_CHARS = 24
 
 @dataclass
 class PromptConfig:
+    """`algo=prompt`: the backend (the run's local model, or an OpenAI-compatible endpoint), the prompt's format and
+    examples, and how a reply becomes an action (`decode`)."""
+
     name: str = "prompt"
     # local (the run's model) | openai (an OpenAI-compatible endpoint)
     backend: str = "local"
@@ -188,6 +191,8 @@ class OpenAIChat:
         self.key = os.environ.get(api_key_env, "")
 
     def one(self, messages: list[dict], max_new_tokens: int, temperature: float) -> str:
+        """The endpoint's reply to one conversation; `RuntimeError` naming the URL when it cannot be reached or answers
+        an HTTP error."""
         body = json.dumps({"model": self.model_name, "messages": messages, "max_tokens": max_new_tokens,
                            "temperature": temperature}).encode()
         headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {self.key}"} if self.key else {})}
@@ -201,6 +206,7 @@ class OpenAIChat:
             raise RuntimeError(f"cannot reach {self.url}: {e.reason}") from None
 
     def complete(self, conversations, max_new_tokens: int, temperature: float) -> list[str]:
+        """The replies to every conversation, `workers` requests at a time, in order."""
         with ThreadPoolExecutor(self.workers) as pool:
             return list(pool.map(lambda m: self.one(m, max_new_tokens, temperature), conversations))
 
@@ -220,6 +226,8 @@ class PromptPolicy:
         self.choices, self.seed, self.rng = list(choices), seed, random.Random(seed)
 
     def messages(self, history: History) -> list[dict]:
+        """The chat messages for one history: with `format=fewshot` a system message (rules, then the examples) and the
+        game so far, cut to `history_chars`; with `format=history` the task's history window alone."""
         if self.cfg.format == "history":
             return [{"role": "user", "content": render(history_window(history, self.window), mark_actions=False)}]
         shots = "".join(f"Example {i + 1}:\n{text}\n" for i, text in enumerate(self.examples))
@@ -260,6 +268,8 @@ class PromptPolicy:
         return [a for a in actions if a in keep]
 
     def generate(self, histories: Sequence[History]) -> list[str]:
+        """`decode=generate`: one reply per history from the backend, each parsed into an action (`parse_action`) and
+        logged."""
         conversations = [self.messages(h) for h in histories]
         replies: list[str] = []
         for i in range(0, len(conversations), self.cfg.batch_size):
@@ -296,6 +306,7 @@ class PromptPolicy:
         return actions
 
     def log(self, rows: list[dict]) -> None:
+        """Append rows to `prompt_replies.jsonl` in the run directory (when there is one)."""
         if self.log_path is not None and rows:
             with open(self.log_path, "a") as f:
                 f.writelines(json.dumps(row) + "\n" for row in rows)
@@ -316,6 +327,7 @@ class PromptTrainer:
         self.examples: list[Episode] = []
 
     def fit(self) -> dict:
+        """Pick the few-shot examples from the dataset (none with `format=history`); nothing is trained."""
         if self.cfg.format == "fewshot" and self.cfg.shots:
             self.examples = pick_examples(self.task.episodes(), self.cfg.shots, self.cfg.pool_size,
                                           self.cfg.pool_fraction, self.seed)
@@ -330,6 +342,7 @@ class PromptTrainer:
             "examples": [render(ep.turns) for ep in self.examples]}, indent=1))
 
     def backend(self):
+        """The chat model that answers: `OpenAIChat` for `backend=openai`, else a `ChatModel` over the run's model."""
         if self.cfg.backend == "openai":
             return OpenAIChat(self.cfg.base_url, self.cfg.model_name, self.cfg.api_key_env, self.cfg.timeout,
                               self.cfg.batch_size)
@@ -338,6 +351,9 @@ class PromptTrainer:
         return ChatModel(self.engine.place(self.model), self.tokenizer, self.seed)
 
     def policies(self, eval_cfg, seed: int) -> dict:
+        """The prompted policy: `prompt (choose)` when it picks the most likely legal action (`decode=choose`, or `auto`
+        with a known action set and the local backend), else `prompt`, which parses a generated reply. Raises
+        `ValueError` for `decode=choose` on a task that lists no legal actions."""
         if self.cfg.max_new_tokens is None:
             self.cfg.max_new_tokens = int(eval_cfg.max_new_tokens)
         log_path = self.run_dir / "prompt_replies.jsonl" if self.run_dir is not None else None

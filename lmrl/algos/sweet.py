@@ -61,6 +61,10 @@ CRITICS = ("lm", "head", "oracle")
 
 @dataclass
 class SweetConfig(OptimFields):
+    """`algo=sweet`: the actor's objective (`mode`), its critic (`critic`, `privileged`, `critic_stage` or
+    `critic_from`), DPO and candidate settings, the BC stage, and each task's training-time information
+    (`task_info`)."""
+
     name: str = "sweet"
     # turn: SWEET-RL; trajectory_dpo: multi-turn DPO on the trajectory pairs (no critic).
     mode: str = "turn"
@@ -133,6 +137,8 @@ class SweetTrainer(PairTrainer):
         self.anchor = self.anchor_sequences() if cfg.bc_coef > 0 else None
 
     def fit(self) -> dict:
+        """The pair trainer's metrics plus the actor data's statistics (turns, candidates, pairs) and the critic's
+        checks."""
         return {**super().fit(), **self.stats}
 
     # -- the BC anchor (`bc_coef`) ---------------------------------------------------------------------------
@@ -180,6 +186,8 @@ class SweetTrainer(PairTrainer):
 
     # -- the actor's training items, per mode ------------------------------------------------------------
     def trajectory_dpo_items(self) -> TrajectoryPairs:
+        """`mode=trajectory_dpo`: multi-turn DPO items on the same trajectory pairs the critic stage fits, scored by the
+        actor's summed log-ratio."""
         cfg = self.cfg
         return trajectory_items(self.task, self.info, self.tokenizer, self.max_length, False, LogRatio(cfg.beta, "sum"),
                                 cfg.steps * cfg.batch_size, cfg.sample_turns, cfg.exact_scores, cfg.score_batch_size,

@@ -49,6 +49,10 @@ NORMALIZE = ("none", "actions")
 
 @dataclass
 class CriticConfig(OptimFields):
+    """SWEET-RL's critic stage (`algo.critic_stage`): its optimization, the DPO-style beta of its advantages, how a
+    trajectory's score is formed (`aggregate`, `normalize`), which pairs it trains on (`pairing`, `pairs`, `halves`),
+    and the KL term that keeps its log-ratio an advantage."""
+
     name: str = "sweet_critic"
     steps: int = 200
     # Trajectory pairs per step.
@@ -60,19 +64,22 @@ class CriticConfig(OptimFields):
     sample_turns: int = 8
     # Score the other turns without gradients, so a trajectory's score is exact (slower; false: the estimate).
     exact_scores: bool = False
-    # A trajectory's score: the sum of its turns' advantages, or their mean (length-blind; see README).
+    # A trajectory's score: the sum of its turns' advantages, or their mean (length-blind;
+    # docs/algorithms/turn-level.md).
     aggregate: str = "sum"
-    # x KL(critic || initial critic) at the scored turns' tokens: keeps log pi_c / pi_ref an advantage (see README).
+    # x KL(critic || initial critic) at the scored turns' tokens: keeps log pi_c / pi_ref an advantage
+    # (docs/algorithms/turn-level.md).
     kl_coef: float = 0.0
     # Trajectory pairs drawn from the dataset (null = steps x batch_size; at most all of them).
     pairs: int | None = None
     # Within a task: `best` attempt vs each lower one (the original), or `all` attempts vs each lower one.
     pairing: str = "best"
     # none: A from the LM's log-ratio as is; actions: each turn's log-probs normalized over the task's moves
-    # (the reply and every one of `task.actions`), so the critic cannot lower every move at once (see README).
+    # (the reply and every one of `task.actions`), so the critic cannot lower every move at once
+    # (docs/algorithms/turn-level.md).
     normalize: str = "none"
     # Train on pairs cut after the same number of turns (half the shorter side's): no outcome and no length to read,
-    # so ordering them needs credit for early turns (see README, "Held-out pairs").  false: whole trajectories.
+    # so ordering them needs credit for early turns (docs/algorithms/turn-level.md).  false: whole trajectories.
     halves: bool = False
     log_every: int = 25
 
@@ -201,6 +208,7 @@ class PairTrainer(BCTrainer):
     """BCTrainer's fit loop over pair items (`TrajectoryPairs` or `TurnPairs` in `self.seqs`)."""
 
     def sequences(self):
+        """The pair items set up in `__init__` (`setup_offline`)."""
         return self.seqs
 
     def batches(self, items, start: int = 0, salt: int = 0):
@@ -213,9 +221,12 @@ class PairTrainer(BCTrainer):
             start = max(0, start - len(plan))
 
     def collate(self, items: list[int]) -> dict:
+        """The batch of the pair items at indices `items`, on the engine's device."""
         return self.engine.to_device(self.seqs.collate(items, self.engine.global_step))
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        """The pair items' own objective on a batch, and its logs: Bradley–Terry on trajectory scores
+        (`TrajectoryPairs`: the critic, and trajectory DPO) or DPO on turn pairs (`TurnPairs`: the actor)."""
         return self.seqs.loss(self.engine.forward, self.reference, batch)
 
 

@@ -42,6 +42,9 @@ HEADLINES = ("guided", "rerank")
 
 @dataclass
 class ValueRLConfig(OptimFields):
+    """`algo=mc`: the Q head's regression (discount, CQL weight), policy extraction (beta, the reranker) and the BC
+    stage the critic starts from (`bc`, or `init_from`)."""
+
     name: str = "mc"
     lr: float = 1e-4
     gamma: float = 0.99
@@ -87,6 +90,9 @@ class ValueRLConfig(OptimFields):
 
 @dataclass
 class ILQLConfig(ValueRLConfig):
+    """`algo=ilql`: `ValueRLConfig` plus V's expectile, the Polyak target's rate, a bound on bootstrapped targets and
+    TD(lambda) targets."""
+
     name: str = "ilql"
     # Expectile of the V regression (> 0.5 pushes V toward the best in-data action).
     tau: float = 0.7
@@ -133,6 +139,7 @@ class MCTrainer(BCTrainer):
         self.target = engine.prepare_frozen(target) if target is not None else None
 
     def make_target(self) -> torch.nn.Module | None:
+        """The target network a subclass bootstraps from (ILQL: a frozen copy of the value model); None for MC."""
         return None
 
     def fit(self) -> dict:
@@ -143,14 +150,19 @@ class MCTrainer(BCTrainer):
         return {**metrics, **health}
 
     def critic_point(self) -> dict:
+        """The critic's health on the task's held-out episodes (`lmrl.algos.critic.critic_health`), for curve points and
+        the run's metrics."""
         if self.heldout is None:
             self.heldout = self.task.heldout_episodes(self.cfg.critic_episodes)
         return critic_health(self.value, self.tokenizer, self.task, self.heldout, self.cfg.gamma)
 
     def sequences(self):
+        """The training chains built in `__init__` by `build_sequences` (the head bias is computed from them first)."""
         return self.seqs  # built once in __init__ (the head bias needs them before training)
 
     def build_sequences(self):
+        """The dataset's episodes as chains of linked sequences (`episode_to_chain`): each carries the discounted return
+        of what follows its window, so Monte Carlo targets stay exact on windowed tasks."""
         encode = SegmentEncoder(self.tokenizer)
         seqs = PackedSequences.build(
             (s for ep in self.task.episodes()
@@ -182,6 +194,8 @@ class MCTrainer(BCTrainer):
                 "step_rewards": batch["rewards"][:, 1:]}
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        """The MC regression of Q on each decision's discounted reward-to-go, + CQL (`mc_loss`); the BC loss too with a
+        shared trunk."""
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         m = self.mdp(batch)
         loss, logs = mc_loss(out.qs[0][:, :-1], m["tokens"], m["step_rewards"], m["decide"], m["next_idx"],
@@ -197,6 +211,8 @@ class MCTrainer(BCTrainer):
         return loss + bc, {**logs, "bc_loss": bc.detach()}
 
     def policies(self, eval_cfg, seed: int) -> dict:
+        """The value-guided policies and the reranker (`value_policies`), the frozen BC policy placed beside the
+        critic."""
         policy_lm = self.engine.place(self.policy_lm) if self.policy_lm is not None else None  # beside the critic
         return value_policies(self.value, policy_lm, self.tokenizer, self.task, self.cfg, eval_cfg, seed)
 
@@ -261,12 +277,16 @@ class ILQLTrainer(MCTrainer):
     n_q, with_v = 2, True
 
     def make_target(self) -> torch.nn.Module:
+        """A frozen deep copy of the value model, made before the engine can shard it."""
         return copy.deepcopy(self.value).requires_grad_(False)
 
     def frozen_modules(self) -> dict:
+        """The Polyak target, which checkpoints save and restore with the engine's state."""
         return {"target": self.target}
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        """The ILQL loss (`ilql_loss`): Q1 and Q2 on the target's bootstrapped values, V on the expectile of the
+        target's min Q, + CQL; the BC loss too with a shared trunk."""
         out = self.engine.forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         m = self.mdp(batch)
         with torch.no_grad():
@@ -288,5 +308,6 @@ class ILQLTrainer(MCTrainer):
         return torch.where(batch["has_next"], v_next, torch.zeros_like(v_next))
 
     def after_step(self) -> None:
+        """Polyak-average the target towards the value model, once per completed optimizer step."""
         # each process updates its own slices (ZeRO-3 partitions target and value alike)
         polyak_update(self.engine.local_tensors(self.target), self.engine.local_tensors(), self.cfg.polyak_alpha)

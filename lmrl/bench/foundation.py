@@ -1,4 +1,4 @@
-"""`python -m lmrl.bench foundation` (part of `make bench`): throughput numbers the README quotes, as JSON.
+"""`python -m lmrl.bench foundation` (part of `make bench`): the throughput numbers of docs/benchmarks.md, as JSON.
 
 Runs on whatever device is present (`--device auto|cpu|cuda`; the device goes into the JSON).
 Measures, on maze FO data: BC and ILQL training steps (forward + backward + optimizer step) in
@@ -137,7 +137,7 @@ def bench_ilql_step(model, batch: dict, repeats: int, peak_tflops: float | None,
 
 
 def bench_train(model, tok, episodes, batch_size: int, repeats: int, device: torch.device) -> dict:
-    """The README's headline BC step: 64 maze FO sequences, fp32."""
+    """The headline BC step of docs/benchmarks.md: 64 maze FO sequences, fp32."""
     encode = SegmentEncoder(tok)
     seqs = [s for ep in episodes for s in episode_to_sequences(ep, encode, 1, 512)][: batch_size * 4]
     row = bench_bc_step(model, collate(seqs[:batch_size], tok.pad_token_id), repeats, None, device=str(device))
@@ -337,7 +337,7 @@ def main() -> None:
 
 
 def headline_ilql(result: dict) -> dict:
-    """The README's ILQL row: the smallest budget's ILQL step at the default precision, vs a BC step."""
+    """The ILQL row of docs/benchmarks.md: the smallest budget's ILQL step at the default precision, vs a BC step."""
     first = [r for r in result["levers"] if r["shape"] == result["levers"][0]["shape"]
              and r["budget"] == result["levers"][0]["budget"] and "fused_adamw" not in r and "compile" not in r]
     bc, ilql = (next(r for r in first if r["step"] == k) for k in ("bc", "ilql"))

@@ -65,10 +65,12 @@ def po_episode(obj) -> Episode:
 
 
 def import_lmrl_gym_maze_fo(path: str | os.PathLike) -> Iterator[Episode]:
+    """Stream the episodes of an original LMRL-Gym fully observed maze dataset file."""
     return iter_jsonl(path, fo_episode)
 
 
 def import_lmrl_gym_maze_po(path: str | os.PathLike) -> Iterator[Episode]:
+    """Stream the episodes of an original LMRL-Gym partially observed maze dataset file."""
     return iter_jsonl(path, po_episode)
 
 

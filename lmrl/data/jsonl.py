@@ -23,6 +23,7 @@ class DatasetError(ValueError):
 
 
 def episode_to_dict(ep: Episode) -> dict:
+    """One episode as its JSON object: `turns` (text, is_action, reward), `done` and `info`."""
     turns = [{"text": t.text, "is_action": t.is_action, "reward": r} for t, r in zip(ep.turns, ep.rewards)]
     return {"turns": turns, "done": ep.done, "info": ep.info}
 
@@ -56,10 +57,12 @@ def iter_jsonl(path: str | os.PathLike, parse) -> Iterator:
 
 
 def iter_episodes(path: str | os.PathLike) -> Iterator[Episode]:
+    """Stream the episodes of a JSONL file in our format (`DatasetError` naming the file and line on a bad one)."""
     return iter_jsonl(path, episode_from_dict)
 
 
 def read_episodes(path: str | os.PathLike) -> list[Episode]:
+    """Every episode of a JSONL file in our format, as a list."""
     return list(iter_episodes(path))
 
 

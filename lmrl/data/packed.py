@@ -109,12 +109,14 @@ class PackedSequences:
 
     @property
     def nbytes(self) -> int:
+        """Bytes held by the packed arrays."""
         arrays = (self.ids, self.mask, self.rewards, self.offsets, self.done, self.tail, self.next_ids,
                   self.next_offsets, self.has_next, self.weight)
         return sum(a.nbytes for a in arrays)
 
     @property
     def num_tokens(self) -> int:
+        """Tokens of all the distinct sequences together."""
         return int(self.offsets[-1])
 
 

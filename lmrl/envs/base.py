@@ -23,6 +23,8 @@ class Text(NamedTuple):
 
 
 class StepResult(NamedTuple):
+    """What `TextEnv.step` returns: Gymnasium's five-tuple, with the whole history as the observation."""
+
     history: History
     reward: float
     terminated: bool
@@ -75,14 +77,17 @@ class Episode:
 
     @property
     def total_return(self) -> float:
+        """The sum of the episode's rewards."""
         return float(sum(self.rewards))
 
     @property
     def num_actions(self) -> int:
+        """The number of agent turns."""
         return sum(t.is_action for t in self.turns)
 
     @property
     def success(self) -> bool:
+        """Whether the env reported `info["success"]` at the end."""
         return bool(self.info.get("success", False))
 
 
@@ -102,6 +107,7 @@ class BatchedEnv:
         self.active: list[int] = []
 
     def reset_all(self, options_list: Sequence[dict], seeds: Sequence[int | None]) -> None:
+        """Start one episode per env, with `options_list[i]` and `seeds[i]` for env i; every env becomes active."""
         assert len(options_list) == len(self.envs) == len(seeds)
         self.active = list(range(len(self.envs)))
         for i, (env, opts, seed) in enumerate(zip(self.envs, options_list, seeds)):
@@ -110,6 +116,8 @@ class BatchedEnv:
             self.episodes[i] = Episode(list(history), [0.0] * len(history), False, dict(info))
 
     def step(self, actions: Sequence[str]) -> list[int]:
+        """Apply one action per active env (in `active` order), record them in the episodes, and return the indices of
+        the envs whose episode ended (they leave `active`)."""
         assert len(actions) == len(self.active), "one action per active env"
         prefetch = getattr(type(self.envs[0]), "prefetch_batch", None) if self.active else None
         if prefetch is not None:  # dialogue envs: one batched oracle pass instead of one per env

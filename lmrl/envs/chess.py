@@ -1,6 +1,7 @@
 """Chess and Chess Endgames: LMRL-Gym's FEN-in, SAN-out games against Stockfish.
 
 Rules (faithful to `llm_rl_scripts/chess/env/env.py` unless noted):
+
 - The agent plays White and sees only the current position: its FEN with every character
   space-separated (`r n b q k b n r / ... / R N B Q K B N R   w   K Q k q   -   0   1`).
   We end every observation with `\\n`, as the original's datasets do (its eval env did not).
@@ -235,6 +236,7 @@ class StockfishOpponent:
         self.limit = make_limit(self.limit_config)
 
     def engine(self) -> chess.engine.SimpleEngine:
+        """The process-wide Stockfish for this opponent's binary and options (`get_engine`)."""
         return get_engine(self.path, self.options)
 
     def reply(self, board: chess.Board) -> chess.Move:
@@ -289,6 +291,8 @@ class ChessEnv(TextEnv):
         self.history: History = ()
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[History, dict]:
+        """Start from `options["fen"]` when given (the only option), else the standard position, or with
+        `start="endgame"` a random endgame of `setups` that is not an evaluation position."""
         if seed is not None:
             self._rng.seed(seed)
         options = dict(options or {})
@@ -308,6 +312,9 @@ class ChessEnv(TextEnv):
         return self.history, {"fen": fen, "start_fen": fen}
 
     def step(self, action: str) -> StepResult:
+        """One White move in spaced SAN, answered by the opponent (rewards in the module docstring: +1 for mating, -1
+        for being mated or for an illegal move, else 0). `info` has the FEN, the opponent's reply and, at the end, the
+        outcome."""
         if self.done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         self.num_moves += 1
@@ -334,11 +341,13 @@ class ChessEnv(TextEnv):
         return StepResult(self.history, reward, terminated, truncated, info)
 
     def eval_reset_options(self) -> list[dict]:
+        """The evaluation's start states: the standard position once, or each endgame evaluation position."""
         if self.start == "standard":
             return [{}]
         return [{"fen": fen} for fen in load_eval_positions(self.eval_positions)]
 
     def legal_actions(self) -> list[str]:
+        """Every legal move of the current position as action text (empty once the game is over)."""
         if self.done:
             return []
         return [move_to_text(self.board.san(move)) for move in self.board.legal_moves]

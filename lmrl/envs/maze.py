@@ -132,6 +132,8 @@ class MazeEnv(TextEnv):
         self.history: History = ()
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[History, dict]:
+        """Start at `options["init_position"]` (a free non-goal cell, as `[row, col]`), else at a random one drawn from
+        the env's RNG (`seed` reseeds it). `info` holds the start, the goal and the position."""
         if seed is not None:
             self._rng.seed(seed)
         options = options or {}
@@ -146,6 +148,8 @@ class MazeEnv(TextEnv):
         return self.history, {"start": list(start), "goal": list(self.goal), "position": list(start)}
 
     def step(self, action: str) -> StepResult:
+        """One move: -1 for a valid move (into a wall: no move), -4 and no move for any other text, 0 and `Success` on
+        reaching the goal; the call after `max_steps` steps ends the episode with `Failure` (-1, truncated)."""
         if self.done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         if self.num_steps >= self.max_steps:
@@ -167,9 +171,11 @@ class MazeEnv(TextEnv):
         return StepResult(self.history, reward, False, False, self._info(invalid=direction is None))
 
     def eval_reset_options(self) -> list[dict]:
+        """The evaluation's start states: every free non-goal cell (25 in the double-T maze)."""
         return [{"init_position": cell} for cell in self._starts]
 
     def legal_actions(self) -> list[str]:
+        """The four move strings."""
         return list(ACTIONS)
 
     def _observe(self) -> str:

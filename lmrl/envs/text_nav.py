@@ -345,6 +345,7 @@ class TextNavEnv(TextEnv):
         self._game: _RoomGame | None = None
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[History, dict]:
+        """Start in `options["start_room"]` (one of the eight rooms), else in a random room from the env's RNG."""
         if seed is not None:
             self._rng.seed(seed)
         options = options or {}
@@ -362,6 +363,9 @@ class TextNavEnv(TextEnv):
         return self.history, {"start_room": room, "room": room}
 
     def step(self, action: str) -> StepResult:
+        """One command: 1 and terminated when the stale food is in the closed fridge, 0 otherwise (eating it ends the
+        episode too); a command the game does not admit gets a fixed reply and changes nothing. Every call counts
+        towards `max_steps`, whose last call truncates."""
         if self.done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         self.num_steps += 1
@@ -379,9 +383,11 @@ class TextNavEnv(TextEnv):
         return StepResult(self.history, 1.0 if won else 0.0, terminated, truncated, info)
 
     def eval_reset_options(self) -> list[dict]:
+        """The evaluation's start states: each of the eight rooms."""
         return [{"start_room": room} for room in ROOMS]
 
     def legal_actions(self) -> list[str]:
+        """The commands the game admits in the current state (empty once the episode is over)."""
         return [] if self.done else [c + "\n" for c in self._moves.listed]
 
     def admissible_commands(self) -> list[str]:

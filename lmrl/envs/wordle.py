@@ -218,6 +218,7 @@ class WordleEnv(TextEnv):
         self.history: History = ()
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[History, dict]:
+        """Start a game with `options["secret"]` (a word of the list), else a random word from the env's RNG."""
         if seed is not None:
             self._rng.seed(seed)
         options = options or {}
@@ -231,6 +232,8 @@ class WordleEnv(TextEnv):
         return self.history, {"secret": secret}
 
     def step(self, action: str) -> StepResult:
+        """One guess: 0 and terminated when it is the secret, -1 for another list word (answered with the letter
+        feedback), `invalid_reward` for anything else; the sixth guess ends the episode."""
         if self.done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         word = parse_guess(action)
@@ -251,4 +254,5 @@ class WordleEnv(TextEnv):
         return [{"secret": w} for w in WORDS]
 
     def legal_actions(self) -> list[str]:
+        """Every word of the list as a guess (spaced letters and a newline)."""
         return list(ACTIONS)

@@ -25,6 +25,8 @@ from lmrl.rollout.sampler import pick
 
 
 def render(messages: Sequence[dict], tokenizer) -> str:
+    """The prompt text of chat messages: the tokenizer's chat template with the generation prompt, or (no template) the
+    messages' contents, each ending in a newline, concatenated."""
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     return "".join(m["content"] if m["content"].endswith("\n") else m["content"] + "\n" for m in messages)
@@ -41,6 +43,8 @@ class ChatModel:
 
     def complete(self, conversations: Sequence[Sequence[dict]], max_new_tokens: int = 32,
                  temperature: float = 0.0) -> list[str]:
+        """One completion per conversation: prompts rendered by the chat template (or concatenated), left-truncated to
+        leave room for `max_new_tokens`, generated in one batch, greedy at temperature 0."""
         if not conversations:
             return []
         tok = self.tokenizer
@@ -110,6 +114,7 @@ class Choice:
     finish_reason: str | None = None  # "stop" (a stop string or end of sequence) | "length"
 
     def add(self, token: int, eos: set[int], stop: Sequence[str], decode: Callable[[list[int]], str]) -> None:
+        """Append a sampled token: an end-of-sequence token ends the choice, a stop string cuts the text and ends it."""
         self.generated += 1
         if token in eos:
             self.finish_reason = "stop"

@@ -128,6 +128,8 @@ class StackedGPT2(nn.Module):
 
 @dataclass
 class LMOutput:
+    """What `FastCausalLM` returns: the logits and the KV cache, as a Hugging Face model's output names them."""
+
     logits: torch.Tensor
     past_key_values: object
 
@@ -154,6 +156,8 @@ class FastCausalLM(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False,
                 logits_to_keep: int = 0):
+        """The LM's logits for the last `logits_to_keep` positions (0 = all) and the KV cache, as the sampler calls a
+        Hugging Face model."""
         hidden, cache = self.stack(input_ids, attention_mask, position_ids, past_key_values)
         return LMOutput(self.lm.get_output_embeddings()(hidden[0, :, -logits_to_keep:]), cache)
 

@@ -37,11 +37,15 @@ class MLPHead(nn.Module):
         nn.init.constant_(self.out.bias, bias_init)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """The head's outputs for hidden states `h` [..., d]."""
         return self.out(torch.relu(self.hidden(h)))
 
 
 @dataclass
 class ValueOutput:
+    """What `ValueModel` returns: the Q heads' outputs [B, T, V] each, V [B, T] or None, the LM head's logits when it is
+    kept (shared trunk, PPO), and the KV cache with `use_cache`."""
+
     qs: list[torch.Tensor]  # each [B, T, V]
     v: torch.Tensor | None  # [B, T]
     logits: torch.Tensor | None  # [B, T, V] when the LM head is kept
@@ -87,6 +91,8 @@ class ValueModel(nn.Module):
 
 @dataclass
 class GuidedOutput:
+    """What `GuidedLM` returns: the guided logits and one KV cache per trunk."""
+
     logits: torch.Tensor
     past_key_values: tuple
 
@@ -122,6 +128,9 @@ class GuidedLM(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False,
                 logits_to_keep: int = 0):
+        """A causal LM's forward with guided logits [B, T, V] (the last `logits_to_keep` positions; 0 = all): the
+        policy's logits + beta x the critic's (min) Q, tokens below `min_prob` under the policy masked out; both trunks'
+        KV caches are kept for the next call."""
         if self.fused is not None:
             hidden, past = self.fused(input_ids, attention_mask, position_ids, past_key_values)
             hidden = hidden[:, :, -logits_to_keep:]

@@ -18,7 +18,8 @@ class Policy(Protocol):
     """`act(histories) -> actions`; one that sets `wants_legal_actions = True` is called by `run_episodes` as
     `act(histories, legal=[env.legal_actions() of each])` (algo=prompt chooses among them)."""
 
-    def act(self, histories: Sequence[History]) -> list[str]: ...
+    def act(self, histories: Sequence[History]) -> list[str]:
+        """One action per history, in order: the agent's whole turn as the env receives it."""
 
 
 def end_turn(text: str) -> str:
@@ -64,6 +65,7 @@ class LMPolicy:
         self.generator, self.generator_device = None, None
 
     def prompt_ids(self, history: History) -> list[int]:
+        """The model's input for one history (`prompt_ids` with this policy's window and token budget)."""
         return prompt_ids(history, self.window, self.encode, self.max_input_tokens)
 
     def sampling_generator(self) -> torch.Generator:
@@ -75,6 +77,8 @@ class LMPolicy:
         return self.generator
 
     def act(self, histories: Sequence[History]) -> list[str]:
+        """One sampled turn per history, batched `batch_size` at a time, each ending at its first newline
+        (`end_turn`)."""
         was_training = self.model.training
         self.model.eval()
         prompts = [self.prompt_ids(h) for h in histories]
@@ -96,4 +100,5 @@ class RandomPolicy:
         self.actions, self.rng = list(actions), random.Random(seed)
 
     def act(self, histories: Sequence[History]) -> list[str]:
+        """A uniformly drawn action per history."""
         return [self.rng.choice(self.actions) for _ in histories]

@@ -25,6 +25,10 @@ LOGIT_ELEMENTS = 2**26
 
 
 class RerankPolicy:
+    """A policy for tasks with an action list: every action is scored by the critic's summed advantage over its tokens
+    after the history window (see the module docstring), and the best is taken (`temperature` 0) or one is sampled from
+    softmax(scores / temperature). `act(histories)` returns one action per history."""
+
     def __init__(self, value, tokenizer, actions: Sequence[str], history_window: int | None, max_input_tokens: int,
                  seed: int = 0, batch_size: int = 512, temperature: float = 0.0):
         if temperature < 0:
@@ -71,6 +75,7 @@ class RerankPolicy:
         return torch.zeros(len(rows), device=device).index_add_(0, row, adv.float()).cpu()
 
     def act(self, histories: Sequence[History]) -> list[str]:
+        """One action per history: the argmax of the actions' scores, or a sample at `temperature`."""
         was_training = self.value.training
         self.value.eval()
         prompts = [prompt_ids(h, self.window, self.encode, self.max_input_tokens) for h in histories]

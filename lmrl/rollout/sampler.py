@@ -28,6 +28,8 @@ def newline_stop_mask(tokenizer, vocab_size: int) -> torch.Tensor:
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows padded on the left -> (ids [R, max len], mask [R, max len]): each prompt ends at the last column,
+    where decoding continues."""
     length = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), length), pad_id, dtype=torch.long)
     attn = torch.zeros((len(prompts), length), dtype=torch.long)

@@ -1,6 +1,6 @@
 """`oracle=lm`: Hugging Face models (causal and seq2seq) as the dialogue oracles, loaded from
 locally saved tiny models (random weights: these tests check the plumbing and the original
-prompt formats, not answer quality; the SmolLM2 comparison is in the issue note and README)."""
+prompt formats, not answer quality; the SmolLM2 comparison is in docs/benchmarks.md)."""
 
 import pytest
 import torch

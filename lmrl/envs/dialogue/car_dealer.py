@@ -88,11 +88,14 @@ class BuyerProfile:
     budget: int
 
     def describe(self, catalogue: Catalogue) -> str:
+        """The profile as the original's buyer prompt states it (personality, preferred brand, type and features,
+        budget)."""
         kind = catalogue.types[self.type]["display"]
         return (f"Personality: {self.personality}. Prefers {catalogue.brand_with_article(self.brand)} {kind} "
                 f"with {', '.join(self.features)}. Budget: ${self.budget:,}")
 
     def to_dict(self) -> dict:
+        """The profile as plain JSON values (what `reset(options={"buyer": ...})` accepts back)."""
         return {**asdict(self), "features": list(self.features)}
 
     @classmethod
@@ -126,6 +129,7 @@ class BuyerProfile:
 
     @classmethod
     def sample(cls, rng: random.Random, catalogue: Catalogue) -> BuyerProfile:
+        """A uniformly drawn profile: personality, brand, type, one to four features and a budget of the catalogue."""
         features = rng.sample(sorted(catalogue.features), rng.randint(1, 4))
         return cls(rng.choice(catalogue.personalities), rng.choice(sorted(catalogue.brands)),
                    rng.choice(sorted(catalogue.types)), tuple(features), rng.choice(catalogue.budgets))
@@ -178,6 +182,9 @@ class RuleBuyer:
 
     # -- valuation -------------------------------------------------------------------------------
     def fit(self, talk: _Negotiation) -> float:
+        """How well the car under discussion suits the buyer, a factor of what the buyer will pay for it: 0.8,
+        plus 0.1 for the preferred brand, 0.1 for the preferred type, and up to 0.05 for wanted features the seller
+        has named."""
         car, p = talk.car, self.profile
         wanted = set(p.features)
         shown = len(wanted & talk.told_features & set(car.features)) / len(wanted)
@@ -427,6 +434,8 @@ class CarDealerEnv(TextEnv):
         self.utterances = 0
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[History, dict]:
+        """Start a conversation with the buyer `options["buyer"]` (a profile dict, as `info["buyer"]` reports it), else
+        a buyer drawn from the env's RNG."""
         if seed is not None:
             self._rng.seed(seed)
         options = dict(options or {})
@@ -453,6 +462,9 @@ class CarDealerEnv(TextEnv):
                                        for e, a in lm_envs])
 
     def step(self, action: str) -> StepResult:
+        """One seller line, answered by the buyer.  The episode ends when the buyer decides, at the latest at the
+        `max_utterances`-th utterance.  A sale is rewarded by its price over the mean of the buyer's budget and the
+        car's MSRP (`reward="revenue"`: the price in thousands); no sale gets 0."""
         if self.done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         line = _one_line(action)
@@ -525,6 +537,7 @@ class LMBuyer:
         self.max_new_tokens = spec.max_new_tokens or 48
 
     def start(self, profile: BuyerProfile, catalogue: Catalogue) -> _LMBuyerState:
+        """A new conversation's state for the buyer `profile`."""
         return _LMBuyerState(profile, catalogue)
 
     @staticmethod
@@ -534,6 +547,8 @@ class LMBuyer:
         return body + ("Output: Decision=" if force else "")
 
     def prefetch(self, requests) -> None:
+        """Generate the buyer's replies to a batch of (state, history, seller line, last chance) requests in one pass;
+        each is kept for the `respond` call that asks for it."""
         todo = [(state, self._prompt(state, history, action, force), (len(history), action, force))
                 for state, history, action, force in requests]
         outputs = self.generator.generate([p for _, p, _ in todo], self.max_new_tokens)
@@ -541,6 +556,9 @@ class LMBuyer:
             state.pending[key] = text
 
     def respond(self, state: _LMBuyerState, history: History, action: str, last_chance: bool) -> BuyerTurn:
+        """The buyer's turn after the seller's `action`: its visible line and, when the reply carries the original's
+        `Output: Decision=...` line, the decision and price. On the last chance a reply without a decision is a
+        reject."""
         key = (len(history), action, last_chance)
         if key not in state.pending:
             self.prefetch([(state, history, action, last_chance)])

@@ -90,6 +90,8 @@ _CONTINENT_WORDS = {
 
 @dataclass(frozen=True)
 class CityReply:
+    """The oracle's answer to one question: its text, whether it was a correct guess, and how the question was read."""
+
     text: str
     correct_guess: bool
     parse: CityParse
@@ -160,6 +162,8 @@ class CityOracle:
     # -- understanding -------------------------------------------------------------------
 
     def prefetch(self, questions: Sequence[str]) -> None:
+        """Parse every new question of the batch at once (rules first, then one embedding pass for the rest), so later
+        `parse` calls are cache hits."""
         todo = [q for q in dict.fromkeys(questions) if q not in self._parses]
         rules = [(q, self._rule_parse(q)) for q in todo]
         need_open = [q for q, p in rules if p is None and not _YES_NO_START.search(_clean(q))]
@@ -189,6 +193,8 @@ class CityOracle:
             self._parses[q] = parse
 
     def parse(self, question: str) -> CityParse:
+        """How the oracle reads a question (cached), as a `CityParse`: a guess, an open or a yes/no question about a
+        topic, a guess at several cities, a question it refuses (the city's name), or one it does not understand."""
         if question not in self._parses:
             self.prefetch([question])
         return self._parses[question]
@@ -255,6 +261,8 @@ class CityOracle:
     # -- answering -----------------------------------------------------------------------
 
     def answer(self, secret: str, question: str) -> CityReply:
+        """The reply to `question` about the city `secret`, with the city's name removed from it, and whether it was a
+        correct guess."""
         parse = self.parse(question)
         city = self.kb.city(secret)
         if parse.kind == "guess":
@@ -273,6 +281,7 @@ class CityOracle:
         return CityReply(UNKNOWN, False, parse)
 
     def answer_batch(self, secrets: Sequence[str], questions: Sequence[str]) -> list[CityReply]:
+        """`answer` for each (secret, question) pair, the questions parsed in one batch first."""
         self.prefetch(questions)
         return [self.answer(s, q) for s, q in zip(secrets, questions)]
 
@@ -321,8 +330,10 @@ class GuessCityEnv(QuestionGameEnv):
         super().__init__(build_oracle(oracle, default_oracle, "guess_city"), max_questions)
 
     def secrets(self) -> list[str]:
+        """The knowledge base's cities."""
         return [item.name for item in self.oracle.kb.cities]
 
     def resolve(self, name: str) -> str | None:
+        """The city a name (or accepted alternative name) refers to, or None."""
         found = self.oracle.kb.resolve(name)
         return None if found is None else found.name

@@ -11,6 +11,7 @@ cities) and, for Guess My City, removing the city's name from the model's answer
 LM oracle can be wrong about facts but cannot be talked into a win.
 
 Prompts (reference §6–§7, verbatim):
+
 - 20Q: `Answer the question about the object truthfully.\\nobject: ({variants joined by ', '})\\n`
   `question: {question}\\nanswer (yes or no): `; greedy, 4 new tokens; the lowercased output
   matching `^(yes|no)` gives `Yes.`/`No.`, anything else `No.` (as the original).
@@ -118,9 +119,11 @@ class LMQuestionOracle:
         self._answers: dict[tuple[str, str], str] = {}
 
     def prefetch(self, questions: Sequence[str]) -> None:
+        """Parse the questions with the rule-based oracle (which decides guesses)."""
         self.rules.prefetch(questions)
 
     def parse(self, question: str):
+        """The rule-based oracle's reading of the question."""
         return self.rules.parse(question)
 
     def _prompt(self, secret: str, question: str) -> str:
@@ -133,6 +136,8 @@ class LMQuestionOracle:
                 f"    question: {question}\n    answer: ")
 
     def answer_batch(self, secrets: Sequence[str], questions: Sequence[str]) -> list:
+        """The replies to each (secret, question) pair: a correct guess as the rule-based oracle answers it, every other
+        question answered by the language model in one batched generation (cached per pair)."""
         rule_replies = self.rules.answer_batch(secrets, questions)
         todo = [(s, q) for (s, q), r in zip(zip(secrets, questions), rule_replies)
                 if not r.correct_guess and (s, q) not in self._answers]
@@ -144,6 +149,7 @@ class LMQuestionOracle:
                 for s, q, r in zip(secrets, questions, rule_replies)]
 
     def answer(self, secret: str, question: str):
+        """`answer_batch` for one question."""
         return self.answer_batch([secret], [question])[0]
 
     def _finish(self, secret: str, text: str) -> str:

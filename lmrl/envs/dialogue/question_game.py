@@ -46,6 +46,8 @@ class QuestionGameEnv(TextEnv):
         """The canonical name of a secret given by any accepted name, or None."""
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[History, dict]:
+        """Start a game about `options["secret"]` (any name `resolve` accepts), else a random secret from the env's
+        RNG."""
         if seed is not None:
             self._rng.seed(seed)
         secret = (options or {}).get("secret")
@@ -69,6 +71,9 @@ class QuestionGameEnv(TextEnv):
         envs[0].oracle.answer_batch([e.secret for e in envs], [a.removesuffix("\n") for a in actions])
 
     def step(self, action: str) -> StepResult:
+        """One question (or guess) answered by the oracle: 0 and terminated for a correct guess, else -1; the
+        `max_questions`-th question ends the episode. `info["invalid"]` marks a question the oracle did not
+        understand."""
         if self.done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         reply = self.oracle.answer(self.secret, action.removesuffix("\n"))

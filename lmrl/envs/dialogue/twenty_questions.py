@@ -225,6 +225,8 @@ _CATEGORY_NOUNS = {
 
 @dataclass(frozen=True)
 class Reply:
+    """The oracle's answer to one question: its text, whether it was a correct guess, and how the question was read."""
+
     text: str
     correct_guess: bool
     parse: Parse
@@ -468,6 +470,7 @@ class TwentyQuestionsOracle:
         return True
 
     def parse(self, question: str) -> Parse:
+        """How the oracle reads a question (cached): an attribute question, a guess, or unknown."""
         if question not in self._parses:
             self.prefetch([question])
         return self._parses[question]
@@ -549,6 +552,8 @@ class TwentyQuestionsOracle:
         return None
 
     def answer(self, secret: str, question: str) -> Reply:
+        """The reply to `question` about the object `secret`: Yes, No, or the oracle's don't-know reply, and whether it
+        was a correct guess."""
         parse = self.parse(question)
         if parse.guess and parse.guess == self.kb.object(secret).name:
             return Reply(YES, True, parse)
@@ -566,6 +571,7 @@ class TwentyQuestionsOracle:
         return Reply(UNKNOWN if value is None else YES if value else NO, correct, parse)
 
     def answer_batch(self, secrets: Sequence[str], questions: Sequence[str]) -> list[Reply]:
+        """`answer` for each (secret, question) pair, the questions parsed in one batch first."""
         self.prefetch(questions)
         return [self.answer(s, q) for s, q in zip(secrets, questions)]
 
@@ -587,8 +593,10 @@ class TwentyQuestionsEnv(QuestionGameEnv):
         super().__init__(build_oracle(oracle, default_oracle, "twenty_questions"), max_questions)
 
     def secrets(self) -> list[str]:
+        """The knowledge base's objects."""
         return [item.name for item in self.oracle.kb.objects]
 
     def resolve(self, name: str) -> str | None:
+        """The object a name (or accepted variant) refers to, or None."""
         found = self.oracle.kb.resolve(name)
         return None if found is None else found.name
