@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -210,5 +211,20 @@ def main(cfg: DictConfig) -> dict:
     return run(cfg, Path(HydraConfig.get().runtime.output_dir))
 
 
+def drop_local_rank(argv: list[str]) -> list[str]:
+    """`argv` without the `--local_rank=N` (or `--local_rank N`) that DeepSpeed's and older torch launchers append:
+    Hydra would reject it, and the rank is read from `LOCAL_RANK` anyway (`lmrl.dist`), which those launchers set."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--local_rank":
+            skip = True
+        elif not arg.startswith("--local_rank="):
+            out.append(arg)
+    return out
+
+
 if __name__ == "__main__":
+    sys.argv = drop_local_rank(sys.argv)
     main()

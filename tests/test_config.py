@@ -90,3 +90,18 @@ def test_evaluate_config_composes():
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose("evaluate", overrides=["checkpoint=/tmp/x", "task=maze_po"])
     assert cfg.task.history_window == 40
+
+
+def test_the_local_rank_argument_launchers_append_is_dropped_before_hydra():
+    """DeepSpeed's runner (without --no_local_rank) appends `--local_rank=N`; Hydra would stop on it."""
+    import subprocess
+    import sys
+
+    from lmrl.train import drop_local_rank
+    assert drop_local_rank(["train", "--local_rank=3", "task=maze_po"]) == ["train", "task=maze_po"]
+    assert drop_local_rank(["train", "--local_rank", "0", "algo=bc"]) == ["train", "algo=bc"]
+    assert drop_local_rank(["train", "task=maze_fo"]) == ["train", "task=maze_fo"]
+    out = subprocess.run([sys.executable, "-m", "lmrl.train", "--local_rank=0", "task=maze_po", "--cfg", "job"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "maze_po" in out.stdout
