@@ -32,6 +32,7 @@ from lmrl import scaling
 from lmrl.algos.base import ConfigError, typed_config
 from lmrl.algos.bc import BCConfig, BCTrainer, stage_fields
 from lmrl.data.importers import load_episodes
+from lmrl.data.parquet import is_parquet, num_episodes
 from lmrl.data.tokenize import episode_to_chain, has_decision
 from lmrl.envs.base import Episode, Text
 from lmrl.rollout.policy import prompt_ids
@@ -137,7 +138,7 @@ def sample_episodes(task_cfg, n: int) -> tuple[list[Episode], float]:
     """The first `n` episodes of the task's dataset and its size (a given `data.path`: one episode a line)."""
     if task_cfg.data.path:
         path = Path(task_cfg.data.path)
-        return list(itertools.islice(load_episodes(path, task_cfg.data.format), n)), float(count_lines(path))
+        return list(itertools.islice(load_episodes(path, task_cfg.data.format), n)), float(num_episodes(path) if is_parquet(path) else count_lines(path))
     recipe, size = sample_source(task_cfg, n)
     return list(instantiate(recipe)), size
 

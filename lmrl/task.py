@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from lmrl.data.importers import load_episodes
 from lmrl.data.jsonl import write_episodes
+from lmrl.data.parquet import has_split, is_parquet, iter_parquet, split_files
 from lmrl.data.stats import dataset_stats, format_stats_table
 from lmrl.envs.base import Episode, TextEnv
 from lmrl.scoring import normalize
@@ -124,6 +125,19 @@ class Task:
             return Path(self.cfg.data.path)
         return self._cached(self.cfg.data.recipe)
 
+    def dataset_name(self) -> str:
+        """What cached training stages key the dataset by: the file's name, or for a dataset directory
+        (`data_gen.export`) its name and a digest of its `train` files' bytes (two exports of one name differ)."""
+        path = self.dataset_path()
+        if not path.is_dir():
+            return path.name
+        digest = hashlib.sha256()
+        for file in split_files(path, "train"):
+            with open(file, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+        return f"{path.name}-{digest.hexdigest()[:12]}"
+
     def dataset_aliases(self) -> list[str]:
         """Names of other cached dataset files of this task with the same bytes as this one (a generator edit
         that changed no episode gives a new file name, not new data), so stages trained on them can be reused."""
@@ -139,12 +153,23 @@ class Task:
 
     def heldout_episodes(self, n: int) -> list[Episode]:
         """`n` episodes no run trains on, for measuring critics: the recipe with another seed (its own
-        cache entry).  A user-given `data.path` has no recipe to draw from: its first `n` episodes are
-        used, and they are training data too."""
-        if self.cfg.data.path:
+        cache entry).  A user-given `data.path` has no recipe to draw from: the first `n` episodes of a dataset
+        directory's `heldout` split (`data_gen.export`), else its first `n` episodes, which are training data too."""
+        path = self.cfg.data.path
+        if path and has_split(path, "heldout"):
+            episodes = list(itertools.islice(iter_parquet(path, "heldout", task=self.name), n))
+            if len(episodes) < n:
+                log.warning("%s: the heldout split has %d episodes, fewer than the %d asked for", path,
+                            len(episodes), n)
+            return episodes
+        if path:
             return list(itertools.islice(self.episodes(), n))
+        return list(load_episodes(self.heldout_path(n), "lmrl"))
+
+    def heldout_path(self, n: int) -> Path:
+        """The cached file of the recipe's `n` held-out episodes (its seed plus `HELDOUT`), generated on first use."""
         recipe = OmegaConf.merge(self.cfg.data.recipe, {"episodes": n, "seed": int(self.cfg.data.recipe.seed) + HELDOUT})
-        return list(load_episodes(self._cached(recipe, "heldout"), "lmrl"))
+        return self._cached(recipe, "heldout")
 
     def _cached(self, recipe, kind: str = "") -> Path:
         """The recipe's file under `datasets/<task>/` (held-out sets in its `heldout/` folder)."""
@@ -159,6 +184,8 @@ class Task:
     def episodes(self) -> Iterator[Episode]:
         """Stream the dataset's episodes from disk (never all in RAM unless the caller keeps them)."""
         fmt = self.cfg.data.format if self.cfg.data.path else "lmrl"
+        if fmt == "lmrl" and is_parquet(self.dataset_path()):  # an exported dataset: every row of this task
+            return iter_parquet(self.dataset_path(), task=self.name)
         return load_episodes(self.dataset_path(), fmt)
 
     def texts(self) -> Iterator[str]:

@@ -333,7 +333,7 @@ def critic_checkpoint(cfg, task, engine, tokenizer, logger, seed: int, bc_dir: P
     if cfg.critic_from:
         return Path(cfg.critic_from)
     info = task_info_for(cfg.task_info, task.name)
-    key = {"data": task.dataset_path().name, "bc": str(bc_dir), "critic": cfg.critic, "privileged": cfg.privileged,
+    key = {"data": task.dataset_name(), "bc": str(bc_dir), "critic": cfg.critic, "privileged": cfg.privileged,
            "stage": stage_key(cfg.critic_stage), "info": dataclasses.asdict(info), "seed": seed}
 
     def build(partial: Path, tmp: Path) -> None:

@@ -12,6 +12,9 @@ Every segment is given a trailing newline if it lacks one, because our histories
 plain concatenations and every segment carries its own newline.  The original files
 hold no hidden state, so `info` only records where the episode came from.  A malformed
 line raises `DatasetError` naming the file and line (via `iter_jsonl`).
+
+`load_episodes` also reads our own format, `lmrl`: a JSONL file, or a Parquet file or dataset directory
+written by `data_gen.export`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 from typing import Callable, Iterator
 
 from lmrl.data.jsonl import iter_episodes, iter_jsonl
+from lmrl.data.parquet import is_parquet, iter_parquet
 from lmrl.envs.base import Episode, Text
 
 
@@ -74,8 +78,14 @@ def import_lmrl_gym_maze_po(path: str | os.PathLike) -> Iterator[Episode]:
     return iter_jsonl(path, po_episode)
 
 
+def read_lmrl(path: str | os.PathLike) -> Iterator[Episode]:
+    """Stream episodes in our own format: a JSONL file (`lmrl.data.jsonl`), or a Parquet file or exported dataset
+    directory (`lmrl.data.parquet`; a directory's `train` split)."""
+    return iter_parquet(path) if is_parquet(path) else iter_episodes(path)
+
+
 IMPORTERS: dict[str, Callable[[str | os.PathLike], Iterator[Episode]]] = {
-    "lmrl": iter_episodes,
+    "lmrl": read_lmrl,
     "lmrl_gym_maze_fo": import_lmrl_gym_maze_fo,
     "lmrl_gym_maze_po": import_lmrl_gym_maze_po,
 }
