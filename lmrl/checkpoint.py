@@ -4,7 +4,8 @@ A checkpoint is a directory `<run>/checkpoints/step_<N>/` holding
 
 - the engine's state (`engine.save_state`: weights, optimizer moments, LR schedule; under
   DeepSpeed every process writes its own shards),
-- frozen models that change during training (ILQL's Polyak target) as `<name>.pt`,
+- frozen models that change during training (ILQL's Polyak target) as `<name>.pt`, less the tensors they
+  share with the trained model's frozen parameters (LoRA: the target shares the value model's base),
 - each process's RNG streams (`rng_rank<r>.pt`),
 - `trainer_state.json`: the step (for offline trainers also the data position: batch order
   is a pure function of seed and step), online trainers' per-round history, the W&B run id, and
@@ -51,6 +52,15 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def shared_keys(module: torch.nn.Module, trained: torch.nn.Module) -> set[str]:
+    """The state-dict keys of a frozen `module` whose tensors are frozen parameters of the `trained` model (LoRA:
+    ILQL's target shares the value model's base).  A checkpoint saves neither: they come back from the run's start."""
+    frozen = {id(p) for p in trained.parameters() if not p.requires_grad}
+    if not frozen:
+        return set()
+    return {k for k, v in module.state_dict(keep_vars=True).items() if id(v) in frozen}
+
+
 class Checkpointer:
     """Writes and restores a run's checkpoints under `directory` (the module docstring gives the layout) every `every`
     steps or rounds (0 = never), keeping the last `keep`. `started` is the attempt's start time (`time.perf_counter`),
@@ -93,7 +103,8 @@ class Checkpointer:
         for name, module in (frozen or {}).items():
             full = engine.frozen_state(module)
             if is_main():
-                torch.save(full, path / f"{name}.pt")
+                shared = shared_keys(module, engine.unwrap())
+                torch.save({k: v for k, v in full.items() if k not in shared}, path / f"{name}.pt")
         torch.save(rng_state(), path / f"rng_rank{rank()}.pt")
         barrier()
         if is_main():
@@ -119,6 +130,9 @@ class Checkpointer:
         engine.load_state(path)
         for name, module in (frozen or {}).items():
             state = torch.load(path / f"{name}.pt", map_location="cpu", weights_only=False)
+            shared = shared_keys(module, engine.unwrap())
+            if shared:  # the trained model's own tensors, already in place: loaded onto themselves
+                state = {**{k: v for k, v in module.state_dict().items() if k in shared}, **state}
             engine.load_frozen_state(module, state)
         rng = path / f"rng_rank{rank()}.pt"
         if rng.exists():

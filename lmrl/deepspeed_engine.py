@@ -191,6 +191,9 @@ class DeepSpeedEngine:
         module = self.ds.module if module is None else getattr(module, "module", module)
         return [p.ds_tensor if hasattr(p, "ds_tensor") else p.data for p in module.parameters()]
 
+    def _has_frozen(self) -> bool:
+        return any(not p.requires_grad for p in self.ds.module.parameters())
+
     def _params(self) -> list:
         modules = [self.ds.module] + [e.module for e in self.frozen]
         return [p for m in modules for p in m.parameters()]
@@ -226,14 +229,15 @@ class DeepSpeedEngine:
     save = TorchEngine.save
 
     def save_state(self, directory: Path) -> None:
-        """DeepSpeed's sharded checkpoint: every process writes its own optimizer/parameter shards."""
+        """DeepSpeed's sharded checkpoint: every process writes its own optimizer/parameter shards.  Frozen parameters
+        (LoRA's base weights) are left out: they come back from where the run started."""
         self.ds.save_checkpoint(str(directory), tag="deepspeed", client_state={"global_step": self.global_step},
-                                save_latest=False)
+                                save_latest=False, exclude_frozen_parameters=self._has_frozen())
 
     def load_state(self, directory: Path) -> None:
         """Restore `save_state`'s sharded checkpoint: weights, optimizer and schedule state, and the step."""
         _, client = self.ds.load_checkpoint(str(directory), tag="deepspeed", load_optimizer_states=True,
-                                            load_lr_scheduler_states=True)
+                                            load_lr_scheduler_states=True, load_module_strict=not self._has_frozen())
         self.global_step = int((client or {}).get("global_step", 0))
 
 

@@ -262,6 +262,28 @@ def param_groups(model: torch.nn.Module, weight_decay: float,
              **({"lr": lr} if lr is not None else {})} for (decays, lr), params in groups.items()]
 
 
+def frozen_keys(model: torch.nn.Module) -> set[str]:
+    """The state-dict keys of `model`'s frozen parameters (LoRA: the base weights under the adapters)."""
+    frozen = {id(p) for p in model.parameters() if not p.requires_grad}
+    return {k for k, v in model.state_dict(keep_vars=True).items() if id(v) in frozen} if frozen else set()
+
+
+def trainable_state(model: torch.nn.Module) -> dict:
+    """`model`'s state dict without its frozen parameters: what a checkpoint keeps (frozen weights come back from
+    where the run started; a model that trains every weight keeps them all)."""
+    skip = frozen_keys(model)
+    return {k: v for k, v in model.state_dict().items() if k not in skip}
+
+
+def load_trainable_state(model: torch.nn.Module, state: dict) -> None:
+    """Load `trainable_state`'s dict: strict, except that frozen parameters may be missing."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = set(missing) - frozen_keys(model)
+    if missing or unexpected:
+        raise RuntimeError(f"checkpoint does not fit the model: missing {sorted(missing)[:8]}, "
+                           f"unexpected {sorted(unexpected)[:8]}")
+
+
 def move(tree, device: torch.device):
     """Every tensor in a (nested) dict / list / tuple on `device`; anything else unchanged.
     Host-to-GPU copies are issued without waiting (the next kernel on the stream orders them)."""
@@ -499,7 +521,7 @@ class TorchEngine:
     def save_state(self, directory: Path) -> None:
         """Everything resuming needs: weights, optimizer moments, schedule, step (main process writes)."""
         if is_main():
-            torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            torch.save({"model": trainable_state(self.model), "optimizer": self.optimizer.state_dict(),
                         "scheduler": self.scheduler.state_dict(), "global_step": self.global_step,
                         "scaler": self.scaler.state_dict() if self.scaler is not None else None},
                        Path(directory) / "engine.pt")
@@ -507,7 +529,7 @@ class TorchEngine:
     def load_state(self, directory: Path) -> None:
         """Restore what `save_state` wrote: weights, optimizer moments, schedule, loss scaler and step."""
         state = torch.load(Path(directory) / "engine.pt", map_location=self.device, weights_only=False)
-        self.model.load_state_dict(state["model"])
+        load_trainable_state(self.model, state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state.get("scaler"):

@@ -8,7 +8,8 @@ OpenAI-compatible chat-completions endpoint on localhost; the official `openai` 
 `checkpoint=` names a run directory or its `checkpoint/`: a `save_pretrained` LM (BC, %BC, PPO), or a
 value checkpoint (MC, ILQL: `value/`, `policy/`, `lmrl_algo.json`), served as its value-guided policy
 (policy logits + beta * Q; beta from the request's `beta`, else `beta=`, else the run's own); or any
-local HF model directory, or `smollm2`.  Our own checkpoints end a reply at the end of the turn
+local HF model directory, or `smollm2`; or LoRA adapters alone (a LoRA run's `checkpoint/adapter/`, any
+peft adapter directory), loaded onto their base and merged.  Our own checkpoints end a reply at the end of the turn
 (`stop` defaults to "\\n"), other models at their end-of-sequence token.  Without a chat template the
 messages' contents are concatenated: send the game history as the user message (`algo.format=history`).
 
@@ -107,9 +108,9 @@ def resolve_checkpoint(checkpoint: str) -> Path | str:
     if (path / "prompt.json").exists():
         raise ValueError(f"checkpoint={path}: an algo=prompt run has no weights of its own (serve its model, "
                          "e.g. checkpoint=smollm2)")
-    if not any((path / f).exists() for f in ("config.json", "lmrl_algo.json")):
-        raise ValueError(f"checkpoint={path}: neither a save_pretrained model (config.json) nor a value "
-                         "checkpoint (lmrl_algo.json)")
+    if not any((path / f).exists() for f in ("config.json", "lmrl_algo.json", "adapter_config.json")):
+        raise ValueError(f"checkpoint={path}: neither a save_pretrained model (config.json), a value "
+                         "checkpoint (lmrl_algo.json) nor LoRA adapters (adapter_config.json)")
     return path
 
 
@@ -117,7 +118,8 @@ def load_served(checkpoint: str, engine: TorchEngine, model_name: str | None = N
                 seed: int = 0) -> Served:
     """The model a checkpoint serves, placed on the engine's device."""
     path = resolve_checkpoint(checkpoint)
-    own = isinstance(path, Path) and any((path / f).exists() for f in ("lmrl_state.json", "lmrl_algo.json"))
+    own = isinstance(path, Path) and any((path / f).exists() for f in ("lmrl_state.json", "lmrl_algo.json",
+                                                                          "lmrl_lora.json"))
     if isinstance(path, Path) and (path / "lmrl_algo.json").exists():
         value, policy_lm, tokenizer, algo = load_value_checkpoint(path)
         policy_lm = engine.place(policy_lm) if policy_lm is not None else None

@@ -43,7 +43,21 @@ def _without_targets(d):
 def build_trainer(algo: DictConfig, **deps):
     """Instantiate the trainer named by `algo._target_` with its validated typed config."""
     cls = get_class(algo._target_)
+    check_lora(cls, deps.get("model"), deps.get("engine"))
     return cls(typed_config(cls.config_class, algo), **deps)
+
+
+def check_lora(cls: type, model, engine) -> None:
+    """A model with LoRA adapters (`model.lora`) needs a trainer class that says it trains them (`supports_lora` in
+    the class itself: a subclass building its own models does not inherit it) and whole parameters on every process
+    (not ZeRO-3, whose frozen companions and exports do not share the adapted base)."""
+    if getattr(model, "lora_settings", None) is None:
+        return
+    if not vars(cls).get("supports_lora", False):
+        raise ConfigError(f"model.lora: {cls.__name__} does not train LoRA adapters (bc, filtered_bc, mc, ilql, ppo "
+                          "and online_filtered_bc do); set model.lora.r=0 to train the whole model")
+    if getattr(engine, "sharded", False):
+        raise ConfigError("model.lora runs on the torch engine and ZeRO-1/2, not ZeRO-3 (use hardware=zero2)")
 
 
 @dataclass

@@ -29,7 +29,7 @@ from lmrl.tracking import StageLogger
 from lmrl.utils import file_lock, release_memory
 from lmrl.dist import OptimConfig, all_mean, barrier, broadcast_object, is_main, rank, world_size, write_step
 from lmrl.envs.base import Episode
-from lmrl.models.factory import model_max_length
+from lmrl.models.factory import lora_settings, model_max_length
 from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.rollout.policy import LMPolicy
 from lmrl.scoring import summarize
@@ -112,6 +112,9 @@ class BCTrainer:
 
     config_class = BCConfig
     stage_key: dict | None = None  # set by plain BC runs only (`publish`)
+    # Trains LoRA adapters when the model has them (`model.lora`); each trainer class opts in itself
+    # (`lmrl.algos.base.build_trainer`): a subclass that builds its own models must wrap them first.
+    supports_lora = True
 
     def __init__(self, cfg: BCConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None,
                  checkpointer: Checkpointer | None = None):
@@ -487,10 +490,12 @@ def stage_fields(cfg: BCConfig) -> dict:
 def bc_stage_key(cfg: BCConfig, task, model, tokenizer, seed: int, precision: str) -> dict:
     """What a BC stage is cached by: (dataset, model, BC config, seed, precision).  `log_every` is left out: it
     changes what is printed, not the weights (debug=smoke's BC runs log every 5 steps, its stages every 25)."""
-    key = {"data": task.dataset_path().name, "model": model.config.to_dict(), "vocab": len(tokenizer),
+    key = {"data": task.dataset_name(), "model": model.config.to_dict(), "vocab": len(tokenizer),
            "bc": stage_fields(cfg), "seed": seed, "precision": precision}
     if task.moves_per_sequence != 1:  # only then: keys from before the option stay valid
         key["moves_per_sequence"] = task.moves_per_sequence
+    if (lora := lora_settings(model)) is not None:  # LoRA adapters trained, not the whole model (only then, as above)
+        key["lora"] = lora.as_dict()
     return key
 
 
@@ -536,6 +541,7 @@ class FilteredBCTrainer(BCTrainer):
     percentile."""
 
     config_class = FilteredBCConfig
+    supports_lora = True
 
     def select(self) -> Iterator[Episode]:
         """Two streaming passes: the returns (to find the percentile), then the episodes above it."""

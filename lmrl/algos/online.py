@@ -38,7 +38,7 @@ from lmrl.data.tokenize import SegmentEncoder, TokenSequence, episode_to_sequenc
 from lmrl.checkpoint import Checkpointer
 from lmrl.dist import OptimConfig, gather_lists, is_main, shard
 from lmrl.envs.base import Episode, history_to_str
-from lmrl.models.factory import model_max_length
+from lmrl.models.factory import lora_settings, model_max_length, with_lora
 from lmrl.rollout.evaluate import run_episodes
 from lmrl.scoring import summarize
 
@@ -112,6 +112,7 @@ class OnlineTrainer(BCTrainer):
         self.seed, self.run_dir, self.checkpointer = seed, Path(run_dir) if run_dir is not None else None, checkpointer
         self.encode = SegmentEncoder(tokenizer)
         self.max_length = model_max_length(model)
+        self.lora = lora_settings(model)  # model.lora: `setup_models` puts fresh adapters on the BC stage's weights
         bc_dir = self.start_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
         self.setup_models(bc_dir)
         rollout_cfg = OmegaConf.merge(task.cfg.eval, {"temperature": cfg.temperature})
@@ -122,8 +123,9 @@ class OnlineTrainer(BCTrainer):
 
     # -- what subclasses provide ------------------------------------------------------------------
     def setup_models(self, bc_dir: Path) -> None:
-        """Build the trained model from the BC stage in `bc_dir` and set it up on the engine (here: the LM itself)."""
-        model = AutoModelForCausalLM.from_pretrained(bc_dir)
+        """Build the trained model from the BC stage in `bc_dir` and set it up on the engine (here: the LM itself, under
+        LoRA adapters with `model.lora`)."""
+        model = with_lora(AutoModelForCausalLM.from_pretrained(bc_dir), self.lora, bc_dir)
         self.engine.setup(model, self.optim_config())
 
     def policy_lm(self) -> torch.nn.Module:
@@ -262,6 +264,7 @@ class OnlineFilteredBCTrainer(OnlineTrainer):
     %BC)."""
 
     config_class = OnlineFilteredBCConfig
+    supports_lora = True
 
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
         """BC on the round's kept episodes (`top_fraction`, with `drop_worst` and `cap_ties`) for `train_steps` steps;

@@ -38,6 +38,7 @@ from lmrl.algos.value_losses import gather_tokens
 from lmrl.dist import OptimConfig, shard
 from lmrl.data.tokenize import TokenSequence, decision_points, next_decision_index
 from lmrl.envs.base import Episode
+from lmrl.models.factory import adapters_off, with_lora
 from lmrl.models.value import ValueModel
 
 log = logging.getLogger(__name__)
@@ -101,17 +102,20 @@ class PPOTrainer(OnlineTrainer):
     the policy's trunk, a frozen BC reference for the KL penalty, GAE over each episode's decisions."""
 
     config_class = PPOConfig
+    supports_lora = True
 
     def setup_models(self, bc_dir: Path) -> None:
         """The policy with a value head on its trunk (dropout off, so ratios start at 1), the frozen reference, the KL
         controller and, with `bc_weight`, the offline batches of the BC term."""
-        lm = AutoModelForCausalLM.from_pretrained(bc_dir)
+        lm = with_lora(AutoModelForCausalLM.from_pretrained(bc_dir), self.lora, bc_dir)  # model.lora: adapters
         for module in lm.modules():
             if isinstance(module, torch.nn.Dropout):
-                module.p = 0.0  # PPO ratios need deterministic log-probs
+                module.p = 0.0  # PPO ratios need deterministic log-probs (the adapters' dropout too)
         self.model = ValueModel(lm, n_q=0, with_v=True, keep_lm_head=True)
         self.engine.setup(self.model, self.optim_config())
-        self.reference = self.engine.prepare_frozen(AutoModelForCausalLM.from_pretrained(bc_dir))
+        # the KL reference is the BC policy: with LoRA, the trunk itself with its adapters off (no second copy)
+        self.reference = self.engine.prepare_frozen(
+            adapters_off(lm) if self.lora is not None else AutoModelForCausalLM.from_pretrained(bc_dir))
         cfg = self.cfg
         self.kl = AdaptiveKL(cfg.kl_coef, cfg.kl_target, cfg.kl_horizon) if cfg.kl_target else FixedKL(cfg.kl_coef)
         self.value_initialized = cfg.value_bias is not None

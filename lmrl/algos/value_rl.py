@@ -30,7 +30,7 @@ from lmrl.data.tokenize import (
     SegmentEncoder, collate, decision_points, episode_to_chain, has_decision, next_decision_index,
 )
 from lmrl.checkpoint import Checkpointer
-from lmrl.models.factory import model_max_length
+from lmrl.models.factory import lora_settings, model_max_length, with_lora
 from lmrl.models.value import GuidedLM, ValueModel
 from lmrl.rollout.rerank import RerankPolicy
 
@@ -117,6 +117,7 @@ class MCTrainer(BCTrainer):
     """MC returns: one Q head regressed on discounted per-token reward-to-go (+ CQL)."""
 
     config_class = ValueRLConfig
+    supports_lora = True
     n_q, with_v = 1, False
 
     def __init__(self, cfg: ValueRLConfig, task, engine, model, tokenizer, logger, seed: int = 0, run_dir=None,
@@ -125,7 +126,8 @@ class MCTrainer(BCTrainer):
         self.seed, self.checkpointer = seed, checkpointer
         self.run_dir = Path(run_dir) if run_dir is not None else None
         bc_dir = self.start_dir = start_checkpoint(cfg, task, engine, model, tokenizer, logger, seed)
-        trunk = AutoModelForCausalLM.from_pretrained(bc_dir)
+        # the BC stage's weights; with model.lora under fresh adapters (the Q and V heads train fully)
+        trunk = with_lora(AutoModelForCausalLM.from_pretrained(bc_dir), lora_settings(model), bc_dir)
         self.max_length = model_max_length(trunk)
         self.seqs, self.heldout = self.build_sequences(), None
         bias = cfg.head_bias if cfg.head_bias is not None else self.mean_return()
@@ -274,11 +276,14 @@ class ILQLTrainer(MCTrainer):
     """ILQL: Q1/Q2 regress on r + gamma V(s'), V on the expectile of the target min-Q, + CQL."""
 
     config_class = ILQLConfig
+    supports_lora = True
     n_q, with_v = 2, True
 
     def make_target(self) -> torch.nn.Module:
-        """A frozen deep copy of the value model, made before the engine can shard it."""
-        return copy.deepcopy(self.value).requires_grad_(False)
+        """A frozen deep copy of the value model, made before the engine can shard it.  Parameters the value model
+        never trains (LoRA's base) are shared, not copied: the target differs only in what trains."""
+        frozen = {id(p): p for p in self.value.parameters() if not p.requires_grad}
+        return copy.deepcopy(self.value, frozen).requires_grad_(False)
 
     def frozen_modules(self) -> dict:
         """The Polyak target, which checkpoints save and restore with the engine's state."""
@@ -309,5 +314,9 @@ class ILQLTrainer(MCTrainer):
 
     def after_step(self) -> None:
         """Polyak-average the target towards the value model, once per completed optimizer step."""
-        # each process updates its own slices (ZeRO-3 partitions target and value alike)
-        polyak_update(self.engine.local_tensors(self.target), self.engine.local_tensors(), self.cfg.polyak_alpha)
+        # each process updates its own slices (ZeRO-3 partitions target and value alike); frozen parameters (LoRA's
+        # base, shared by the two) are left alone
+        trains = [p.requires_grad for p in self.engine.unwrap().parameters()]
+        pairs = [(t, p) for t, p, train in zip(self.engine.local_tensors(self.target), self.engine.local_tensors(),
+                                               trains, strict=True) if train]
+        polyak_update([t for t, _ in pairs], [p for _, p in pairs], self.cfg.polyak_alpha)

@@ -7,8 +7,10 @@
 - `primitive_cache`: oneDNN's primitive cache capacity vs peak memory and speed on the CPU (`primitive_cache.json`);
 - `envs`: every simulator's speed under a random legal policy (`envs.json`);
 - `oracles`: dialogue-oracle throughput, or an LM scored as the oracle (`oracles.json`, `oracle_lm_<name>.json`);
-- `pretrained`: what SmolLM2-135M-Instruct costs on this CPU (`smollm2.json`).
+- `pretrained`: what SmolLM2-135M-Instruct costs on this CPU (`smollm2.json`);
+- `lora`: LoRA against full fine-tuning on a GPT-2-small-shaped model: trainable parameters, peak memory, step
+  throughput (`lora.json`).
 """
 
 # in the order `python -m lmrl.bench` runs them
-BENCHMARKS = ("foundation", "primitive_cache", "envs", "oracles", "pretrained")
+BENCHMARKS = ("foundation", "primitive_cache", "envs", "oracles", "pretrained", "lora")

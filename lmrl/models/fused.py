@@ -38,8 +38,11 @@ def _trunk(lm: nn.Module) -> nn.Module:
 
 
 def fusable(*lms: nn.Module) -> bool:
-    """True when every model is a GPT-2 of one shape with the standard attention scaling."""
+    """True when every model is a GPT-2 of one shape with the standard attention scaling, and none has adapters in
+    its layers (LoRA: a fused pass would read the base weights alone)."""
     if not all(isinstance(_trunk(lm), GPT2Model) for lm in lms):
+        return False
+    if any(hasattr(module, "base_layer") for lm in lms for module in _trunk(lm).modules()):
         return False
     configs = [lm.config for lm in lms]
     shape = lambda c: (c.n_layer, c.n_embd, c.n_head, c.vocab_size, c.n_positions)  # noqa: E731

@@ -27,6 +27,13 @@ def no_autocast(device: torch.device):
     return contextlib.nullcontext()
 
 
+def trunk_of(lm: nn.Module) -> nn.Module:
+    """The transformer under a causal LM's head (its hidden states); a LoRA model's (`lmrl.models.lora`) is the
+    wrapped LM's, with the adapters in its layers."""
+    inner = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
+    return inner.base_model
+
+
 class MLPHead(nn.Module):
     """d -> d -> out with ReLU; the last layer starts at zero weights and a constant bias."""
 
@@ -73,8 +80,8 @@ class ValueModel(nn.Module):
     def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False,
                 logits_to_keep: int = 0):
         """Heads on every position, or on the last `logits_to_keep` (sampling needs only the last)."""
-        out = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                                 past_key_values=past_key_values, use_cache=use_cache)
+        out = trunk_of(self.lm)(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                past_key_values=past_key_values, use_cache=use_cache)
         h = out.last_hidden_state[:, -logits_to_keep:]  # [B, T, d]; -0: all positions
         logits = self.lm.get_output_embeddings()(h) if self.keep_lm_head else None
         with no_autocast(h.device):  # values of ~-20 differ by fractions: bf16 would round them to 1/8
