@@ -37,7 +37,12 @@ HASH_FREE = ("resume", "hydra", "logger", "checkpoint", "records", "sweep")
 NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0, "task.moves_per_sequence": 1,
                     "algo.critic_stage.normalize": "none", "algo.unseen_pairs": 128,
                     "algo.critic_stage.halves": False, "algo.drop_worst": False, "algo.cap_ties": False,
-                    "algo.value_lr": None, "algo.bc_coef": 0.0}
+                    "algo.value_lr": None, "algo.bc_coef": 0.0,
+                    # conf/model/*.yaml's LoRA adapters, off
+                    "model.lora": {"r": 0, "alpha": 16, "dropout": 0.0, "target_modules": None},
+                    # conf/task_info's entry for task=textarena, in every algorithm that reads task_info
+                    "algo.task_info.textarena": {"keys": ["game_seed"], "reset": {"game_seed": "game_seed"},
+                                                 "replay": None}}
 # The record's score fields, copied from a run's metrics.
 SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "invalid_rate",
               "episodes", "episode_length")

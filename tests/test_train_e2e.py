@@ -26,7 +26,9 @@ SMOKE_EPISODES = {"chess": 1}
 FAST_EXTRA = {("wordle", "ilql"), ("wordle", "ppo")}
 # SmolLM2 prompted through 100 maze turns takes ~2 min of the fast tier's ~18: the fast tier keeps the prompt
 # algorithm end to end on the tiny model (tests/test_prompt_serve.py) and SmolLM2's offline loading.
-SLOW_EXTRA = {("maze_fo", "prompt")}
+# task=textarena's fast check is tests/envs/test_textarena.py's online smoke run on smaller budgets (its BC stage
+# included): its BC pair here would add a process start of TextArena's NLTK import and 20 steps to the fast tier.
+SLOW_EXTRA = {("maze_fo", "prompt"), ("textarena", "bc")}
 
 
 def pair(task: str, algo: str):
