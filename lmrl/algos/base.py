@@ -96,6 +96,12 @@ class OptimFields:
     # ... or this many points spread evenly over the run (when eval_every is 0).
     curve_points: int = 0
     curve_episodes_per_start: int = 2
+    # Early stopping on held-out episodes: curve points then score the policy on validation episodes (the test
+    # protocol's start states, sampled with seeds no test episode uses), the start (step 0) included, and the run
+    # ends with the best point's weights (ties: the earliest).  Offline trainers; needs curve points.
+    keep_best: bool = False
+    # ... and stops after this many curve points in a row without a better validation score (0 = every step).
+    patience: int = 0
 
     def validate(self) -> list[str]:
         """Every problem with the values, one message each naming its key; empty when the config is valid. Subclasses
@@ -108,6 +114,10 @@ class OptimFields:
             problems.append(f"epochs must be > 0 or null (got {self.epochs})")
         if self.eval_every < 0 or self.curve_points < 0 or self.curve_episodes_per_start < 1:
             problems.append("eval_every and curve_points must be >= 0, curve_episodes_per_start >= 1")
+        if self.keep_best and not (self.eval_every or self.curve_points):
+            problems.append("keep_best needs curve points: set eval_every or curve_points")
+        if self.patience < 0 or (self.patience and not self.keep_best):
+            problems.append(f"patience must be >= 0 and needs keep_best=true (got {self.patience})")
         if self.balance_states and not self.dedup:
             problems.append("balance_states needs dedup=true")
         if self.dedup_batches not in ("draw", "weight"):

@@ -27,7 +27,8 @@ from lmrl.data.tokenize import SegmentEncoder, TokenSequence, collate, episode_t
 from lmrl.checkpoint import Checkpointer
 from lmrl.tracking import StageLogger
 from lmrl.utils import file_lock, release_memory
-from lmrl.dist import OptimConfig, all_mean, barrier, broadcast_object, is_main, rank, world_size, write_step
+from lmrl.dist import (OptimConfig, all_mean, barrier, broadcast_object, is_main, load_trainable_state, rank,
+                       trainable_state, world_size, write_step)
 from lmrl.envs.base import Episode
 from lmrl.models.factory import lora_settings, model_max_length
 from lmrl.rollout.evaluate import protocol, run_episodes
@@ -35,6 +36,12 @@ from lmrl.rollout.policy import LMPolicy
 from lmrl.scoring import summarize
 
 log = logging.getLogger(__name__)
+
+# `keep_best`'s validation episodes: the protocol's episode seeds are `seed * 1_000_003 + k`, so adding this to the
+# run's seed gives seeds no test episode of a run seed below it uses.
+VALIDATION_SEED_OFFSET = 1_000_000
+# The best curve point's weights in the run directory (`keep_best`), for a run resumed after that point.
+BEST_WEIGHTS = "best_weights.pt"
 
 
 def bc_loss(logits: torch.Tensor, input_ids: torch.Tensor, action_mask: torch.Tensor, attention_mask: torch.Tensor,
@@ -233,6 +240,12 @@ class BCTrainer:
         first = resumed["step"] if resumed else 0
         if resumed and self.run_dir is not None and is_main():  # points past the checkpoint are evaluated again
             drop_rows_after(self.run_dir / "curve.csv", first)
+        self.best = (resumed or {}).get("best") or {"step": None, "score": -math.inf, "since": 0}
+        if self.cfg.keep_best and self.engine.sharded:
+            raise ValueError(f"{self.cfg.name}: keep_best needs curve points, which ZeRO-3's sliced weights do not "
+                             "give; use engine=torch or ZeRO-2")
+        if self.cfg.keep_best and first == 0:  # the start is a candidate: a run that only unlearns keeps it
+            self.curve_point(0, float("nan"))
         self.engine.train()
         batches, tokens, start = self.batches(seqs, first), 0, time.perf_counter()
         bar = tqdm(range(first, self.steps), desc=f"train {self.cfg.name}", unit="step", initial=first,
@@ -260,10 +273,15 @@ class BCTrainer:
                 self.curve_point(step + 1, float(loss))
             if due:
                 self.checkpoint(step + 1)
+            if self.out_of_patience():
+                log.info("%s: no better validation score in %d curve points: stopping after step %d",
+                         self.cfg.name, self.cfg.patience, step + 1)
+                break
         elapsed = time.perf_counter() - start
-        return {"train_loss": all_mean(loss.item()), "train_steps": self.steps, "train_sequences": len(seqs),
-                "train_seconds": elapsed, "train_tokens_per_s": tokens * world_size() / elapsed,
-                **({"resumed_from_step": first} if resumed else {})}
+        metrics = {"train_loss": all_mean(loss.item()), "train_steps": self.steps, "train_sequences": len(seqs),
+                   "train_seconds": elapsed, "train_tokens_per_s": tokens * world_size() / elapsed,
+                   **({"resumed_from_step": first} if resumed else {})}
+        return {**metrics, **self.restore_best()}
 
     # -- learning curves ------------------------------------------------------------------------------
     def curve_point(self, step: int, loss: float) -> None:
@@ -274,20 +292,65 @@ class BCTrainer:
             return
         row = {"step": step, "epochs": step / max(1, len(self.epoch_plan(self.seqs, 0))), "train_loss": loss,
                **self.critic_point()}
+        score = None
         if is_main():
             self.engine.eval()
             eval_cfg = OmegaConf.merge(self.task.cfg.eval, {"episodes_per_start": self.cfg.curve_episodes_per_start})
-            name, policy = next(iter(self.policies(eval_cfg, self.seed).items()))
-            options, seeds = protocol(self.task.make_env, eval_cfg.episodes_per_start, self.seed, eval_cfg.get("max_starts"))
+            seed = self.curve_seed()
+            name, policy = next(iter(self.policies(eval_cfg, seed).items()))
+            options, seeds = protocol(self.task.make_env, eval_cfg.episodes_per_start, seed, eval_cfg.get("max_starts"))
             stats = summarize(run_episodes(policy, self.task.make_env, options, seeds, desc=f"curve {step}"),
                               self.task.normalization)
             self.engine.train()
-            row.update({"policy": name, "normalized_score": stats["normalized_score"],
-                        "return_mean": stats["return_mean"], "success_rate": stats["success_rate"]})
-            self.logger.log({f"curve/{k}": v for k, v in row.items() if k not in ("step", "policy")}, step=step - 1)
+            score = stats["normalized_score"]
+            row.update({"policy": name, "normalized_score": score, "return_mean": stats["return_mean"],
+                        "success_rate": stats["success_rate"], "invalid_rate": stats.get("invalid_rate"),
+                        "episodes": "validation" if self.cfg.keep_best else "test"})
+            self.logger.log({f"curve/{k}": v for k, v in row.items() if k not in ("step", "policy", "episodes")},
+                            step=max(step - 1, 0))
             if self.run_dir is not None:
                 append_csv(self.run_dir / "curve.csv", row)
+        if self.cfg.keep_best:
+            self.note_point(step, broadcast_object(score))
         barrier()
+
+    # -- early stopping on validation episodes (`keep_best`, `patience`) ----------------------------------------
+    def curve_seed(self) -> int:
+        """The seed of the curve's episodes: the run's (the test protocol's own episodes), or, when points are chosen
+        among (`keep_best`), validation episodes whose sampling seeds no test episode of any run seed uses."""
+        return self.seed + VALIDATION_SEED_OFFSET if self.cfg.keep_best else self.seed
+
+    def note_point(self, step: int, score: float) -> None:
+        """Keep step's weights when its validation score beats the best so far (a tie keeps the earlier point, the
+        start first); count the points since the best for `patience`."""
+        if score > self.best["score"]:
+            self.best = {"step": step, "score": float(score), "since": 0}
+            self.best_weights = {k: v.detach().to("cpu", copy=True)
+                                 for k, v in trainable_state(self.engine.unwrap()).items()}
+            if self.run_dir is not None and is_main():  # a resumed run finds them here
+                torch.save(self.best_weights, self.run_dir / BEST_WEIGHTS)
+        else:
+            self.best["since"] += 1
+
+    def out_of_patience(self) -> bool:
+        """`patience` curve points in a row without a better validation score."""
+        return bool(self.cfg.keep_best and self.cfg.patience and self.best["since"] >= self.cfg.patience)
+
+    def restore_best(self) -> dict:
+        """With `keep_best`: put the best point's weights back (unless the last step was it) and report which point
+        that was; without it, nothing."""
+        if not self.cfg.keep_best or self.best["step"] is None:
+            return {}
+        if self.best["step"] != self.engine.global_step:
+            weights = getattr(self, "best_weights", None)
+            if weights is None:  # resumed after the best point: it was kept on disk
+                weights = broadcast_object(torch.load(self.run_dir / BEST_WEIGHTS, map_location="cpu")
+                                           if is_main() else None)
+            load_trainable_state(self.engine.unwrap(), weights)
+            log.info("%s: kept step %d's weights (validation score %.1f)", self.cfg.name, self.best["step"],
+                     self.best["score"])
+        return {"best_step": self.best["step"], "best_validation_score": self.best["score"],
+                "stopped_at_step": self.engine.global_step}
 
     def critic_point(self) -> dict:
         """Value trainers add their critic's health to a curve point."""
@@ -300,7 +363,7 @@ class BCTrainer:
 
     def trainer_state(self) -> dict:
         """What a checkpoint keeps beside the engine's state (the W&B run id; subclasses add theirs)."""
-        return {"wandb_id": getattr(self.logger, "run_id", None)}
+        return {"wandb_id": getattr(self.logger, "run_id", None), **({"best": self.best} if getattr(self.cfg, "keep_best", False) else {})}
 
     def checkpoint(self, step: int) -> None:
         """Write a checkpoint after `step` completed steps: the engine's state, `trainer_state()` and
@@ -482,9 +545,14 @@ def stage_lock(task, kind: str, path: Path) -> Path:
     return task.cache_dir / "locks" / f"{kind}_{task.name}_{path.name}.lock"
 
 
+# Fields a stage key holds only when set (added after stages were cached: keys from before them stay valid).
+KEYED_WHEN_SET = {"keep_best": False, "patience": 0}
+
+
 def stage_fields(cfg: BCConfig) -> dict:
-    """The BC config a stage is cached by: all of it but `log_every`."""
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k != "log_every"}
+    """The BC config a stage is cached by: all of it but `log_every`, and `KEYED_WHEN_SET` only when set."""
+    return {k: v for k, v in dataclasses.asdict(cfg).items()
+            if k != "log_every" and not (k in KEYED_WHEN_SET and v == KEYED_WHEN_SET[k])}
 
 
 def bc_stage_key(cfg: BCConfig, task, model, tokenizer, seed: int, precision: str) -> dict:

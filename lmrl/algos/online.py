@@ -66,6 +66,8 @@ class OnlineConfig(OptimFields):
 
     def validate(self) -> list[str]:
         problems = super().validate() + [f"bc.{p}" for p in self.bc.validate()]
+        if self.keep_best:
+            problems.append("keep_best is for offline trainers (an online run keeps its last round's weights)")
         for key in ("rounds", "episodes_per_round", "epochs"):
             if getattr(self, key) < 1:
                 problems.append(f"{key} must be >= 1 (got {getattr(self, key)})")
