@@ -38,7 +38,7 @@ from lmrl.threads import worker_threads
 from lmrl.train import resumable
 
 ROOT = Path(__file__).resolve().parent.parent
-ONLINE = {"ppo", "online_filtered_bc", "group_pg"}
+ONLINE = {"ppo", "online_filtered_bc", "group_pg", "archer"}
 # Online runs' panels (rounds.csv columns), each drawn where some run has it.
 ONLINE_PANELS = [("normalized_score", "online: rollout normalized score"),
                  ("kl", "online: KL to the BC policy, per token"),

@@ -16,12 +16,13 @@ from lmrl.task import Task
 from lmrl.tracking import NullLogger
 from tests.e2e import ROOT
 
-ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt", "sweet", "group_pg"]
+ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt", "sweet", "group_pg", "archer"]
 # The RL algorithms start from the saved tiny model instead of training a BC stage.
-RL = {"mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg"}
+RL = {"mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg", "archer"}
 # SWEET-RL's critic replays the dataset's episodes (up to 100 moves) through the task's env.
 # group PG's KL term is on by default (kl_coef 0.05): the device tests also run its reference model
-ALGO_OVERRIDES = {"sweet": ["task.env.max_steps=100"]}
+# ArCHer's one round trains its actor too (no critic-only warm-up).
+ALGO_OVERRIDES = {"sweet": ["task.env.max_steps=100"], "archer": ["algo.warmup_rounds=0"]}
 SMALL = ["task=maze_fo", "debug=smoke", "smoke.steps=1", "smoke.batch_size=4", "smoke.rounds=1",
          "smoke.episodes_per_round=2", "smoke.max_steps_per_round=1", "smoke.rerank=true",
          "task.env.max_steps=3", "model=tiny", "model.n_layer=1", "model.n_embd=32", "model.n_head=2",

@@ -36,6 +36,8 @@ def test_torch_engine_fp16_scales_the_loss(algo, built, tmp_path):
     steps leave room for the skips a first step at that scale can take (the scale says how many)."""
     engine = TorchEngine(device="cpu", precision="fp16")
     steps = ["smoke.steps=4", "smoke.max_steps_per_round=4", "smoke.episodes_per_round=4"]
+    if algo == "archer":  # TD errors start near the maze's -4 rewards: four halvings pass before a step fits fp16
+        steps[1] = "smoke.max_steps_per_round=6"
     check_one_step(*one_step_and_turn(algo, engine, built, tmp_path, *steps))
     assert 2.0**12 <= engine.scaler.get_scale() <= 2.0**16
 

@@ -15,7 +15,7 @@ from tests.e2e import ROOT, cli_env, run_cli
 
 TASKS = sorted(p.stem for p in (ROOT / "conf/task").glob("*.yaml"))
 ALGOS = sorted(p.stem for p in (ROOT / "conf/algo").glob("*.yaml"))
-ONLINE = {"ppo", "online_filtered_bc", "group_pg"}
+ONLINE = {"ppo", "online_filtered_bc", "group_pg", "archer"}
 # Algorithms that start from nothing trained by another stage (every other one records `start_normalized`).
 NO_START = {"bc", "filtered_bc", "prompt"}
 REQUIRED = {"task", "algo", "return_mean", "normalized_score", "success_rate", "episodes"}

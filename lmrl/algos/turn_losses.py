@@ -179,3 +179,34 @@ def sum_scale(n_total: int, n_sampled: int) -> float:
     """The factor that makes a sum over `n_sampled` of `n_total` turns an unbiased estimate of the full sum."""
     return n_total / n_sampled if n_sampled else 0.0
 
+
+
+# -- ArCHer: an utterance-level critic and a token-level actor -------------------------------------------------------
+def archer_critic_loss(q1: Tensor, q2: Tensor, v1: Tensor, v2: Tensor, target_v1_next: Tensor,
+                       target_v2_next: Tensor, target_q1_pi: Tensor, target_q2_pi: Tensor, rewards: Tensor,
+                       dones: Tensor, gamma: float) -> tuple[Tensor, dict[str, float]]:
+    """ArCHer's critic loss on a batch of utterance transitions (s, a, r, s', done), every argument [B]:
+
+        Q_i(s, a) -> r + gamma (1 - done) V_i^tgt(s')      V_i(s) -> Q_i^tgt(s, a_pi),  a_pi ~ pi(. | s)
+
+    for i = 1, 2 (each Q on its own target V, each V on its own target Q, no min), squared errors summed over the
+    four heads and averaged over the batch.  The targets carry no gradient."""
+    not_done = 1.0 - dones.float()
+    tq1, tq2 = (rewards + gamma * not_done * v for v in (target_v1_next, target_v2_next))
+    pairs = [(q1, tq1), (q2, tq2), (v1, target_q1_pi), (v2, target_q2_pi)]
+    losses = [F.mse_loss(x.float(), t.detach().float()) for x, t in pairs]
+    logs = {"q_loss": (losses[0] + losses[1]).item() / 2, "v_loss": (losses[2] + losses[3]).item() / 2,
+            "q_mean": q1.detach().float().mean().item(), "v_mean": v1.detach().float().mean().item(),
+            "q_target_mean": tq1.detach().float().mean().item()}
+    return sum(losses), logs
+
+
+def archer_advantages(q1: Tensor, q2: Tensor, v1: Tensor, v2: Tensor) -> Tensor:
+    """[B] the turn advantage the actor follows: A(s, a) = min(Q1, Q2)(s, a) - min(V1, V2)(s), without gradient."""
+    return (torch.minimum(q1, q2) - torch.minimum(v1, v2)).detach().float()
+
+
+def archer_actor_loss(logp_sums: Tensor, advantages: Tensor) -> Tensor:
+    """ArCHer's token-level policy gradient: -mean_batch(A(s, a) * sum_i log pi(a_i | s, a_<i)), one utterance
+    advantage on every token of its utterance (REINFORCE; no clipping, KL or entropy term, as the original)."""
+    return -(advantages.detach() * logp_sums).mean()
