@@ -32,14 +32,17 @@ def test_torch_engine_bf16(algo, built, tmp_path):
 
 @pytest.mark.parametrize("algo", TRAINED)
 def test_torch_engine_fp16_scales_the_loss(algo, built, tmp_path):
-    """Dynamic loss scaling starts at 2^16 and halves on every overflowing step, which it skips; four
-    steps leave room for the skips a first step at that scale can take (the scale says how many)."""
+    """Dynamic loss scaling starts at 2^16 and halves on every overflowing step, which it skips: after the run
+    the scale is 2^(16-k) for k skipped steps, fewer than the steps taken (at least one applied, and it moved the
+    weights).  How many a first step at 2^16 overflows depends on the CPU's fp16 kernels (a CI machine skipped
+    five of ArCHer's six TD steps, this one four), so the bound is the run's own step count, not a constant."""
     engine = TorchEngine(device="cpu", precision="fp16")
     steps = ["smoke.steps=4", "smoke.max_steps_per_round=4", "smoke.episodes_per_round=4"]
-    if algo == "archer":  # TD errors start near the maze's -4 rewards: four halvings pass before a step fits fp16
-        steps[1] = "smoke.max_steps_per_round=6"
+    if algo == "archer":  # TD errors start near the maze's -4 rewards: several halvings pass before a step fits fp16
+        steps[1] = "smoke.max_steps_per_round=10"
     check_one_step(*one_step_and_turn(algo, engine, built, tmp_path, *steps))
-    assert 2.0**12 <= engine.scaler.get_scale() <= 2.0**16
+    skipped = math.log2(2.0**16 / engine.scaler.get_scale())
+    assert skipped == int(skipped) and 0 <= skipped < engine.global_step, (engine.scaler.get_scale(), engine.global_step)
 
 
 @pytest.mark.parametrize("algo", TRAINED)
