@@ -38,18 +38,25 @@ def mutate(rng: random.Random, text: str) -> str:
     return text.swapcase() if rng.random() < 0.5 else text.upper()
 
 
-def fuzz_strings(n: int = 10_200, seed: int = 0) -> list[str]:
+def fuzz_corpus(near_misses, valid, alphabets, n: int, seed: int = 0) -> list[str]:
+    """Near misses, then arbitrary unicode, letters from the alphabets and mutations of the valid actions, in
+    equal parts up to `n`, with the valid ones dropped."""
     rng = random.Random(seed)
-    out = list(NEAR_MISSES)
+    valid = sorted(valid)
+    out = list(near_misses)
     while len(out) < n:
         kind = rng.randrange(3)
         if kind == 0:
             out.append(random_unicode(rng, rng.randrange(0, 40)))
         elif kind == 1:
-            out.append("".join(rng.choice(rng.choice(ALPHABETS)) for _ in range(rng.randrange(0, 25))))
+            out.append("".join(rng.choice(rng.choice(alphabets)) for _ in range(rng.randrange(0, 25))))
         else:
-            out.append(mutate(rng, rng.choice(sorted(VALID))))
-    return [s for s in out if s not in VALID]
+            out.append(mutate(rng, rng.choice(valid)))
+    return [s for s in out if s not in valid]
+
+
+def fuzz_strings(n: int = 10_200, seed: int = 0) -> list[str]:
+    return fuzz_corpus(NEAR_MISSES, VALID, ALPHABETS, n, seed)
 
 
 STRINGS = fuzz_strings()
