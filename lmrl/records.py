@@ -42,6 +42,7 @@ NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0, "task.moves_per_sequence": 1
                     "smoke.warmup_rounds": 1,
                     # early stopping on validation episodes (conf/algo/bc.yaml), off, in a run and its BC stage
                     "algo.keep_best": False, "algo.patience": 0, "algo.bc.keep_best": False, "algo.bc.patience": 0,
+                    "algo.keep_best_margin": 0.0, "algo.bc.keep_best_margin": 0.0,
                     # conf/model/*.yaml's LoRA adapters, off
                     "model.lora": {"r": 0, "alpha": 16, "dropout": 0.0, "target_modules": None},
                     # conf/task_info's entry for task=textarena, in every algorithm that reads task_info

@@ -102,6 +102,9 @@ class OptimFields:
     keep_best: bool = False
     # ... and stops after this many curve points in a row without a better validation score (0 = every step).
     patience: int = 0
+    # ... where "better" means by more than this many standard errors of the two scores' difference (0 = any gain):
+    # with few validation episodes a noisy gain otherwise replaces the start, and the test episodes do not repeat it.
+    keep_best_margin: float = 0.0
 
     def validate(self) -> list[str]:
         """Every problem with the values, one message each naming its key; empty when the config is valid. Subclasses
@@ -118,6 +121,8 @@ class OptimFields:
             problems.append("keep_best needs curve points: set eval_every or curve_points")
         if self.patience < 0 or (self.patience and not self.keep_best):
             problems.append(f"patience must be >= 0 and needs keep_best=true (got {self.patience})")
+        if self.keep_best_margin < 0 or (self.keep_best_margin and not self.keep_best):
+            problems.append(f"keep_best_margin must be >= 0 and needs keep_best=true (got {self.keep_best_margin})")
         if self.balance_states and not self.dedup:
             problems.append("balance_states needs dedup=true")
         if self.dedup_batches not in ("draw", "weight"):

@@ -33,7 +33,7 @@ from lmrl.envs.base import Episode
 from lmrl.models.factory import lora_settings, model_max_length
 from lmrl.rollout.evaluate import protocol, run_episodes
 from lmrl.rollout.policy import LMPolicy
-from lmrl.scoring import summarize
+from lmrl.scoring import normalize, summarize
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +292,7 @@ class BCTrainer:
             return
         row = {"step": step, "epochs": step / max(1, len(self.epoch_plan(self.seqs, 0))), "train_loss": loss,
                **self.critic_point()}
-        score = None
+        score = score_stderr = None
         if is_main():
             self.engine.eval()
             eval_cfg = OmegaConf.merge(self.task.cfg.eval, {"episodes_per_start": self.cfg.curve_episodes_per_start})
@@ -303,6 +303,9 @@ class BCTrainer:
                               self.task.normalization)
             self.engine.train()
             score = stats["normalized_score"]
+            # the score's standard error on the normalized scale (`keep_best_margin`)
+            score_stderr = abs(normalize(stats["return_mean"] + stats["return_stderr"], **self.task.normalization)
+                               - score)
             row.update({"policy": name, "normalized_score": score, "return_mean": stats["return_mean"],
                         "success_rate": stats["success_rate"], "invalid_rate": stats.get("invalid_rate"),
                         "episodes": "validation" if self.cfg.keep_best else "test"})
@@ -311,7 +314,7 @@ class BCTrainer:
             if self.run_dir is not None:
                 append_csv(self.run_dir / "curve.csv", row)
         if self.cfg.keep_best:
-            self.note_point(step, broadcast_object(score))
+            self.note_point(step, *broadcast_object((score, score_stderr)))
         barrier()
 
     # -- early stopping on validation episodes (`keep_best`, `patience`) ----------------------------------------
@@ -320,11 +323,13 @@ class BCTrainer:
         among (`keep_best`), validation episodes whose sampling seeds no test episode of any run seed uses."""
         return self.seed + VALIDATION_SEED_OFFSET if self.cfg.keep_best else self.seed
 
-    def note_point(self, step: int, score: float) -> None:
-        """Keep step's weights when its validation score beats the best so far (a tie keeps the earlier point, the
-        start first); count the points since the best for `patience`."""
-        if score > self.best["score"]:
-            self.best = {"step": step, "score": float(score), "since": 0}
+    def note_point(self, step: int, score: float, stderr: float = 0.0) -> None:
+        """Keep step's weights when its validation score beats the best so far by more than `keep_best_margin`
+        standard errors of their difference (a tie keeps the earlier point, the start first); count the points since
+        the best for `patience`."""
+        margin = self.cfg.keep_best_margin * math.hypot(stderr, self.best.get("stderr", 0.0))
+        if score > self.best["score"] + margin:
+            self.best = {"step": step, "score": float(score), "stderr": float(stderr), "since": 0}
             self.best_weights = {k: v.detach().to("cpu", copy=True)
                                  for k, v in trainable_state(self.engine.unwrap()).items()}
             if self.run_dir is not None and is_main():  # a resumed run finds them here
@@ -546,7 +551,7 @@ def stage_lock(task, kind: str, path: Path) -> Path:
 
 
 # Fields a stage key holds only when set (added after stages were cached: keys from before them stay valid).
-KEYED_WHEN_SET = {"keep_best": False, "patience": 0}
+KEYED_WHEN_SET = {"keep_best": False, "patience": 0, "keep_best_margin": 0.0}
 
 
 def stage_fields(cfg: BCConfig) -> dict:

@@ -320,7 +320,7 @@ def cached_unseen_health(cfg, task, tokenizer, engine, seed: int, critic_dir: Pa
 
 # Critic options added after critics were cached, at the value that reproduces the earlier stage: left out of its
 # key while they hold it, so the cached critics stay found.
-NEUTRAL_STAGE = {"halves": False, "keep_best": False, "patience": 0}
+NEUTRAL_STAGE = {"halves": False, "keep_best": False, "patience": 0, "keep_best_margin": 0.0}
 
 
 def stage_key(cfg: CriticConfig) -> dict:

@@ -20,22 +20,22 @@ from lmrl.rollout.evaluate import protocol
 from tests.e2e import run_cli
 
 
-def trainer(tmp_path, keep_best: bool = True, patience: int = 0):
+def trainer(tmp_path, keep_best: bool = True, patience: int = 0, margin: float = 0.0):
     """The parts of a BC trainer the early-stopping methods use: its config, an engine holding a small model, a
     run directory and the empty best-so-far."""
     engine = TorchEngine(device="cpu")
     engine.setup(torch.nn.Linear(3, 2), OptimConfig(lr=0.1, total_steps=10))
-    cfg = SimpleNamespace(keep_best=keep_best, patience=patience, name="bc")
+    cfg = SimpleNamespace(keep_best=keep_best, patience=patience, keep_best_margin=margin, name="bc")
     return SimpleNamespace(cfg=cfg, engine=engine, run_dir=tmp_path, seed=3,
                            best={"step": None, "score": -math.inf, "since": 0})
 
 
-def visit(t, step: int, score: float) -> torch.Tensor:
+def visit(t, step: int, score: float, stderr: float = 0.0) -> torch.Tensor:
     """Give the weights a value that names the step, then note the point; returns those weights."""
     with torch.no_grad():
         t.engine.unwrap().weight.fill_(float(step))
     t.engine.global_step = step
-    BCTrainer.note_point(t, step, score)
+    BCTrainer.note_point(t, step, score, stderr)
     return t.engine.unwrap().weight.detach().clone()
 
 
@@ -55,6 +55,24 @@ def test_a_run_that_only_unlearns_ends_with_its_start(tmp_path):
         visit(t, step, score)
     assert BCTrainer.restore_best(t)["best_step"] == 0
     assert torch.equal(t.engine.unwrap().weight, start)
+
+
+def test_with_a_margin_only_a_gain_beyond_the_noise_replaces_the_kept_point(tmp_path):
+    """Text-Nav PO seed 0's validation curve: start 12.0, step 100 42.1 (2 vs 7 successes in 32 episodes, standard
+    errors ~8.6 and ~14.6): 30 points up, under two standard errors of the difference (~34), so the start stays; a
+    later 80 +- 10 clears 2 x hypot(10, 8.6) ~ 26 above the start and is kept."""
+    t = trainer(tmp_path, margin=2.0)
+    start = visit(t, 0, 12.0, stderr=8.6)
+    visit(t, 100, 42.1, stderr=14.6)
+    assert t.best["step"] == 0 and t.best["since"] == 1
+    assert BCTrainer.restore_best(t)["best_step"] == 0 and torch.equal(t.engine.unwrap().weight, start)
+    visit(t, 200, 80.0, stderr=10.0)
+    assert t.best == {"step": 200, "score": 80.0, "stderr": 10.0, "since": 0}
+    no_margin = trainer(tmp_path / "m0")
+    (tmp_path / "m0").mkdir()
+    visit(no_margin, 0, 12.0, stderr=8.6)
+    visit(no_margin, 100, 42.1, stderr=14.6)
+    assert no_margin.best["step"] == 100
 
 
 def test_patience_counts_points_since_the_best(tmp_path):
@@ -104,6 +122,7 @@ class FakeEnv:
     ({"keep_best": True}, "keep_best needs curve points"),
     ({"patience": 2}, "patience must be >= 0 and needs keep_best=true"),
     ({"keep_best": True, "curve_points": 4, "patience": -1}, "patience must be >= 0"),
+    ({"keep_best_margin": 2.0}, "keep_best_margin must be >= 0 and needs keep_best=true"),
 ])
 def test_bad_early_stopping_configs_are_refused(fields, message):
     assert any(message in p for p in BCConfig(**fields).validate())
