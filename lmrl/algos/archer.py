@@ -27,12 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+import pandas as pd
 import torch
 from torch import nn
 
 from lmrl.algos.bc import check_finite, hash_seed, lm_policy
+from lmrl.algos.critic import MIN_SPEARMAN, spearman
 from lmrl.algos.online import OnlineConfig, OnlineTrainer
 from lmrl.algos.ppo import token_logprobs
+from lmrl.algos.ppo_losses import kl_k3_loss
 from lmrl.algos.sweet_critic import load_lm
 from lmrl.algos.turn_losses import archer_actor_loss, archer_advantages, archer_critic_loss
 from lmrl.algos.value_losses import polyak_update
@@ -65,6 +68,12 @@ class ArcherConfig(OnlineConfig):
     warmup_rounds: int = 2
     # The dataset's first episodes added to the buffer before the first round (0 = online data only).
     offline_episodes: int = 0
+    # How Q reads the action: "joint" (one causal pass over [state; action]) or "separate" (the original: the action
+    # encoded on its own; `TurnCritic`).
+    critic_input: str = "joint"
+    # Weight of a KL(pi || pi_BC) term on the actor's sampled tokens (GRPO's k3 estimate, the frozen BC stage as
+    # reference; 0 = none, the original).
+    kl_coef: float = 0.0
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -76,6 +85,10 @@ class ArcherConfig(OnlineConfig):
             problems.append("replay_size and updates_per_round must be >= 1")
         if self.warmup_rounds < 0 or self.offline_episodes < 0:
             problems.append("warmup_rounds and offline_episodes must be >= 0")
+        if self.kl_coef < 0:
+            problems.append(f"kl_coef must be >= 0 (got {self.kl_coef})")
+        if self.critic_input not in ("joint", "separate"):
+            problems.append(f"critic_input must be one of joint, separate (got {self.critic_input!r})")
         return problems
 
 
@@ -115,29 +128,67 @@ def mlp(width_in: int, width: int) -> nn.Sequential:
 
 
 class TurnCritic(nn.Module):
-    """Twin Q(s, a) and twin V(s) on a trunk that encodes state and action separately (pooled at the last token)."""
+    """Twin Q(s, a) and twin V(s) on an LM trunk, each head an MLP on hidden states pooled at a last token.
 
-    def __init__(self, trunk: nn.Module, width: int):
+    `joint=True` (`critic_input: joint`, the default): one causal pass over [state; action]; e_s is the hidden state at
+    the state's last token (what the state alone gives: the action comes after it) and e_sa the one at the action's,
+    which has read the state.  `joint=False` (`critic_input: separate`, the original's): the action is encoded on its
+    own, so e_a is one vector per action text whatever the state.  Q_i = MLP([e_s; e_sa or e_a]), V_i = MLP(e_s)."""
+
+    def __init__(self, trunk: nn.Module, width: int, joint: bool = True):
         super().__init__()
-        self.trunk = trunk
+        self.trunk, self.joint = trunk, joint
         self.q1, self.q2 = mlp(2 * width, width), mlp(2 * width, width)
         self.v1, self.v2 = mlp(width, width), mlp(width, width)
 
+    def hidden(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """[B, T, width] the trunk's last hidden states, in the heads' dtype (ZeRO's bf16 weights take bf16 inputs)."""
+        return self.trunk(input_ids=ids, attention_mask=mask).last_hidden_state.to(self.v1[0].weight.dtype)
+
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """[B, width]: the trunk's last hidden state at each row's last real token (rows right-padded)."""
-        hidden = self.trunk(input_ids=ids, attention_mask=mask).last_hidden_state
-        last = mask.long().sum(dim=1) - 1
-        pooled = hidden[torch.arange(ids.shape[0], device=ids.device), last]
-        return pooled.to(self.v1[0].weight.dtype)  # ZeRO's bf16 weights take bf16 inputs (autocast: either)
+        return pooled(self.hidden(ids, mask), mask.long().sum(dim=1) - 1)
 
     def forward(self, state_ids, state_mask, action_ids=None, action_mask=None) -> tuple:
         """(Q1, Q2, V1, V2), each [B]; the Qs are None without actions."""
-        e_s = self.encode(state_ids, state_mask)
+        if action_ids is None:
+            e_s = self.encode(state_ids, state_mask)
+        elif self.joint:
+            ids, mask, state_last = joined(state_ids, state_mask, action_ids, action_mask, self.max_positions())
+            h = self.hidden(ids, mask)
+            e_s, e_a = pooled(h, state_last), pooled(h, mask.long().sum(dim=1) - 1)
+        else:
+            e_s, e_a = self.encode(state_ids, state_mask), self.encode(action_ids, action_mask)
         v1, v2 = self.v1(e_s).squeeze(-1).float(), self.v2(e_s).squeeze(-1).float()
         if action_ids is None:
             return None, None, v1, v2
-        e_sa = torch.cat([e_s, self.encode(action_ids, action_mask)], dim=-1)
+        e_sa = torch.cat([e_s, e_a], dim=-1)
         return self.q1(e_sa).squeeze(-1).float(), self.q2(e_sa).squeeze(-1).float(), v1, v2
+
+    def max_positions(self) -> int | None:
+        """The trunk's longest input (GPT-2's `n_positions`), None where its config does not say."""
+        config = getattr(self.trunk, "config", None)
+        return getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+
+
+def pooled(hidden: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """[B, width]: row b's hidden state at position index[b]."""
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), index]
+
+
+def joined(state_ids, state_mask, action_ids, action_mask, max_len: int | None) -> tuple:
+    """Right-padded rows [state; action] (the state left-truncated where the pair would pass `max_len`), their mask,
+    and [B] the position of each row's last state token."""
+    s_len, a_len = state_mask.long().sum(dim=1).tolist(), action_mask.long().sum(dim=1).tolist()
+    rows, state_last = [], []
+    for i, (ns, na) in enumerate(zip(s_len, a_len)):
+        state = state_ids[i, :ns]
+        if max_len is not None and ns + na > max_len:
+            state = state[ns + na - max_len:]
+        rows.append(torch.cat([state, action_ids[i, :na]]).tolist())
+        state_last.append(len(state) - 1)
+    ids, mask = right_padded(rows, 0)  # pads come after every real token and are masked: any id serves
+    return ids.to(state_ids.device), mask.to(state_ids.device), torch.tensor(state_last, device=state_ids.device)
 
 
 class ArcherModel(nn.Module):
@@ -152,6 +203,28 @@ class ArcherModel(nn.Module):
         if head == "lm":
             return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
         return self.critic(input_ids, attention_mask, action_ids, action_mask)
+
+
+def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
+    """Each turn's discounted return to the end of its episode, G_t = r_t + gamma G_{t+1}, from the episode's turn
+    rewards in order (an episode cut by the step limit ends at its last turn: the return it realized)."""
+    out, ahead = [0.0] * len(rewards), 0.0
+    for i in range(len(rewards) - 1, -1, -1):
+        ahead = rewards[i] + gamma * ahead
+        out[i] = ahead
+    return out
+
+
+def turn_value_fit(values: torch.Tensor, returns: torch.Tensor, states: Sequence[int]) -> dict[str, float]:
+    """The value methods' critic metrics (`lmrl.algos.critic`) for turn values against realized returns: rank
+    correlation per turn and per distinct state (each state's mean return), mean bias, RMSE, and `fitted`."""
+    turns = pd.DataFrame({"value": values.numpy(), "ret": returns.numpy(), "state": list(states)})
+    by_state = turns.groupby("state")[["value", "ret"]].mean()
+    rho_states = spearman(by_state["value"], by_state["ret"])
+    return {"critic/spearman": spearman(turns["value"], turns["ret"]), "critic/spearman_states": rho_states,
+            "critic/value_bias": float((values - returns).mean()),
+            "critic/value_rmse": float((values - returns).pow(2).mean().sqrt()),
+            "critic/fitted": float(rho_states >= MIN_SPEARMAN)}
 
 
 def right_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,8 +249,9 @@ class ArcherTrainer(OnlineTrainer):
             raise ValueError("algo=archer samples fresh actions every step from whole weights: use engine=torch or "
                              "ZeRO-2, not ZeRO-3")
         lm = load_lm(bc_dir)
-        critic = TurnCritic(load_lm(bc_dir).base_model, lm.config.hidden_size)
+        critic = TurnCritic(load_lm(bc_dir).base_model, lm.config.hidden_size, joint=self.cfg.critic_input == "joint")
         self.target = self.engine.prepare_frozen(copy.deepcopy(critic))
+        self.reference = self.engine.prepare_frozen(load_lm(bc_dir)) if self.cfg.kl_coef > 0 else None
         self.engine.setup(ArcherModel(lm, critic), self.optim_config())
         self.buffer = ReplayBuffer(self.cfg.replay_size)
         self.offline_seeded = False
@@ -235,7 +309,11 @@ class ArcherTrainer(OnlineTrainer):
     def update(self, episodes: list[Episode], round_idx: int) -> dict:
         """Add the round's transitions, then `updates_per_round` steps (critic only during the warm-up)."""
         self.seed_offline()
-        self.buffer.extend(self.transitions(episodes))
+        per_episode = [self.transitions([ep]) for ep in episodes]
+        fresh = [t for ts in per_episode for t in ts]
+        fit = self.critic_fit(fresh, [g for ts in per_episode for g in discounted_returns([t.reward for t in ts],
+                                                                                          self.cfg.gamma)])
+        self.buffer.extend(fresh)
         actor_on = round_idx >= self.cfg.warmup_rounds
         generator = torch.Generator().manual_seed(hash_seed(self.seed, round_idx, 7))
         self.engine.train()
@@ -249,7 +327,47 @@ class ArcherTrainer(OnlineTrainer):
             self.after_step()
             rows.append(logs)
         means = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
-        return {"replay": len(self.buffer), "actor_on": float(actor_on), "train_steps": len(rows), **means}
+        return {"replay": len(self.buffer), "actor_on": float(actor_on), "train_steps": len(rows), **means, **fit}
+
+    @torch.no_grad()
+    def critic_fit(self, fresh: Sequence[Transition], returns: Sequence[float]) -> dict[str, float]:
+        """How well the critic, before this round's update, values the states the current actor just visited: V(s) =
+        min(V1, V2)(s) of each turn against the discounted return that followed it in the rollout (what V estimates
+        for the policy that played it), the `critic/...` metrics of the value methods (`lmrl.algos.critic`)."""
+        self.engine.eval()
+        values = []
+        for i in range(0, len(fresh), self.cfg.batch_size):
+            states = [t.state for t in fresh[i : i + self.cfg.batch_size]]
+            s_ids, s_mask = self.critic_inputs(states)
+            _, _, v1, v2 = self.engine.forward(input_ids=s_ids, attention_mask=s_mask, head="critic")
+            values.append(torch.minimum(v1, v2).float().cpu())
+        fit = turn_value_fit(torch.cat(values), torch.tensor(returns), [hash(tuple(t.state)) for t in fresh])
+        fit.update(self.maze_probe())
+        self.engine.train()
+        return fit
+
+    @torch.no_grad()
+    def maze_probe(self) -> dict[str, float]:
+        """On the maze tasks (`critic_probe: ...maze_probe`): from every start cell's first observation, the share where
+        the critic's best move (max over the four moves of min(Q1, Q2)) is BFS-optimal, and the share where the actor's
+        most likely move is (its summed log-prob over the move's tokens) -- whether the critic knows the way, and
+        whether the actor has learned it."""
+        if "maze_probe" not in str(self.task.cfg.get("critic_probe") or ""):
+            return {}
+        from lmrl.envs.maze import optimal_directions
+
+        env, policy, actions = self.task.make_env(), self.rollout_policy, list(self.task.cfg.actions)
+        cells = [tuple(opt["init_position"]) for opt in env.eval_reset_options()]
+        states = [policy.prompt_ids(env.reset(options={"init_position": c})[0]) for c in cells]
+        pairs_s = [s for s in states for _ in actions]
+        pairs_a = [list(policy.encode(a)) for _ in states for a in actions]
+        q1, q2, _, _ = self.critic_forward(pairs_s, pairs_a)
+        critic_best = torch.minimum(q1, q2).float().view(len(states), len(actions)).argmax(dim=1).tolist()
+        actor_best = self.action_logprob_sums(pairs_s, pairs_a).float().view(len(states), len(actions)).argmax(dim=1)
+        moves = [a.split()[1] for a in actions]  # "move up\n" -> "up"
+        optimal = [optimal_directions(c, env.goal, env.layout) for c in cells]
+        share = lambda best: sum(moves[b] in opt for b, opt in zip(best, optimal)) / len(cells)  # noqa: E731
+        return {"critic/probe_agreement": share(critic_best), "actor/probe_agreement": share(actor_best.tolist())}
 
     def step_loss(self, drawn: Sequence[Transition], actor_on: bool) -> tuple[torch.Tensor, dict]:
         """The critic's TD loss on the drawn transitions, plus the actor's on fresh actions at their states."""
@@ -265,10 +383,16 @@ class ArcherTrainer(OnlineTrainer):
         if actor_on:
             with torch.no_grad():
                 adv = archer_advantages(*self.critic_forward(states, fresh))
-            actor = archer_actor_loss(self.action_logprob_sums(states, fresh), adv)
+            logp, scored = self.action_token_logprobs(states, fresh)
+            actor = archer_actor_loss((logp * scored).sum(dim=1), adv)
             loss = loss + actor
             logs.update(actor_loss=actor.item(), advantage_mean=adv.mean().item(),
                         advantage_abs=adv.abs().mean().item())
+            if self.reference is not None:
+                with torch.no_grad():
+                    ref_logp, _ = self.action_token_logprobs(states, fresh, self.reference)
+                kl = kl_k3_loss(logp[scored], ref_logp[scored])
+                loss, logs["kl"] = loss + self.cfg.kl_coef * kl, kl.item()
         return loss, logs
 
     def critic_inputs(self, states, actions=None) -> tuple:
@@ -297,14 +421,22 @@ class ArcherTrainer(OnlineTrainer):
 
     def action_logprob_sums(self, states, actions) -> torch.Tensor:
         """[B] sum over each action's tokens of log pi(token | state, earlier tokens), with gradient."""
+        logp, scored = self.action_token_logprobs(states, actions)
+        return (logp * scored).sum(dim=1)
+
+    def action_token_logprobs(self, states, actions, model: nn.Module | None = None) -> tuple:
+        """([B, T-1] log-probs of each row's next token under the actor, or under `model` (the KL reference), and the
+        [B, T-1] mask of the positions that score an action token)."""
         rows = [(s[-(self.max_length - len(a)):] if len(s) + len(a) > self.max_length else s) + a
                 for s, a in zip(states, actions)]
         ids, mask = (t.to(self.engine.device) for t in right_padded(rows, self.tokenizer.pad_token_id))
-        logp = token_logprobs(self.engine.forward(input_ids=ids, attention_mask=mask, head="lm"), ids[:, 1:])
+        logits = (model(input_ids=ids, attention_mask=mask).logits if model is not None
+                  else self.engine.forward(input_ids=ids, attention_mask=mask, head="lm"))
+        logp = token_logprobs(logits, ids[:, 1:])
         scored = torch.zeros_like(mask[:, 1:], dtype=torch.bool)
         for i, (row, a) in enumerate(zip(rows, actions)):
             scored[i, len(row) - len(a) - 1 : len(row) - 1] = True  # position t scores token t + 1
-        return (logp * scored).sum(dim=1)
+        return logp, scored
 
     def after_step(self) -> None:
         """Polyak-average the target critic towards the critic, once per completed optimizer step."""

@@ -11,7 +11,9 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from lmrl.algos.archer import (
-    ArcherConfig, ArcherModel, ArcherTrainer, ReplayBuffer, Transition, TurnCritic, right_padded,
+    ArcherConfig, ArcherModel, ArcherTrainer, ReplayBuffer, Transition, TurnCritic, discounted_returns, joined,
+    right_padded,
+    turn_value_fit,
 )
 from lmrl.algos.turn_losses import archer_actor_loss, archer_advantages, archer_critic_loss
 from lmrl.dist import OptimConfig, TorchEngine
@@ -68,6 +70,25 @@ def test_transitions_cut_at_actions_with_rewards_up_to_the_next_one():
     assert not ArcherTrainer.transitions(stub, [cut])[-1].done
 
 
+def test_discounted_returns_by_hand():
+    # G_2 = 10, G_1 = -0.5 + 0.5 * 10 = 4.5, G_0 = 1 + 0.5 * 4.5 = 3.25
+    assert discounted_returns([1.0, -0.5, 10.0], gamma=0.5) == [3.25, 4.5, 10.0]
+    assert discounted_returns([], gamma=0.9) == []
+
+
+def test_critic_fit_ranks_states_by_their_mean_return():
+    # states 7 and 8 repeat: their mean returns (-2 and -6) and values rank the three states alike, while the single
+    # turns do not (the turn at state 8 with return -1 is valued below one with return -3)
+    values, returns = T([-1.0, -1.0, -5.0, -5.0, -9.0]), T([-1.0, -3.0, -1.0, -11.0, -12.0])
+    fit = turn_value_fit(values, returns, states=[7, 7, 8, 8, 9])
+    assert fit["critic/spearman_states"] == pytest.approx(1.0)
+    assert fit["critic/spearman"] < 1.0
+    assert fit["critic/value_bias"] == pytest.approx((0 + 2 - 4 + 6 + 3) / 5)
+    assert fit["critic/value_rmse"] == pytest.approx(((0 + 4 + 16 + 36 + 9) / 5) ** 0.5)
+    assert fit["critic/fitted"] == 1.0
+    assert turn_value_fit(-values, returns, states=[7, 7, 8, 8, 9])["critic/fitted"] == 0.0
+
+
 def test_replay_buffer_keeps_the_last_transitions_and_draws_reproducibly():
     buf = ReplayBuffer(3)
     buf.extend([Transition([i], [i], 0.0, [i], False) for i in range(5)])
@@ -85,8 +106,10 @@ def tiny_trainer(tau: float = 0.1):
     engine = TorchEngine(device="cpu")
     target = engine.prepare_frozen(TurnCritic(GPT2LMHeadModel(cfg).transformer, 8))
     engine.setup(ArcherModel(GPT2LMHeadModel(cfg), critic), OptimConfig(lr=0.1, total_steps=10))
-    return SimpleNamespace(engine=engine, tokenizer=SimpleNamespace(pad_token_id=0), max_length=32, target=target,
+    stub = SimpleNamespace(engine=engine, tokenizer=SimpleNamespace(pad_token_id=0), max_length=32, target=target,
                            cfg=ArcherConfig(tau=tau))
+    stub.action_token_logprobs = lambda *args, **kw: ArcherTrainer.action_token_logprobs(stub, *args, **kw)
+    return stub
 
 
 def test_actor_logprobs_are_the_sum_over_the_action_tokens_only():
@@ -98,6 +121,18 @@ def test_actor_logprobs_are_the_sum_over_the_action_tokens_only():
         logp = torch.log_softmax(lm(torch.tensor([s + a])).logits[0].float(), dim=-1)
         want = sum(logp[len(s) - 1 + k, tok] for k, tok in enumerate(a))
         assert got[i].item() == pytest.approx(want.item(), abs=1e-5)
+
+
+def test_reference_logprobs_score_the_same_action_tokens():
+    """The KL term's reference log-probs come from the same rows and positions as the actor's: a reference that is
+    the actor itself gives the actor's log-probs, so k3 is 0."""
+    t = tiny_trainer()
+    states, actions = [[1, 2, 3], [4, 5]], [[6, 7], [8]]
+    logp, scored = ArcherTrainer.action_token_logprobs(t, states, actions)
+    ref, ref_scored = ArcherTrainer.action_token_logprobs(t, states, actions, t.engine.unwrap().lm)
+    assert torch.equal(scored, ref_scored) and scored.sum().item() == 3
+    assert torch.allclose(logp[scored], ref[scored])
+    assert ArcherTrainer.action_logprob_sums(t, states, actions).shape == (2,)
 
 
 def test_critic_pools_the_last_real_token_whatever_the_padding():
@@ -123,6 +158,39 @@ def test_target_critic_moves_tau_of_the_way_to_the_critic():
     ({"gamma": 1.5}, "gamma must be in [0, 1]"), ({"tau": 0.0}, "tau in (0, 1]"),
     ({"critic_lr": 0.0}, "critic_lr must be > 0"), ({"updates_per_round": 0}, "updates_per_round must be >= 1"),
     ({"warmup_rounds": -1}, "warmup_rounds and offline_episodes must be >= 0"),
+    ({"kl_coef": -0.1}, "kl_coef must be >= 0"), ({"critic_input": "both"}, "critic_input must be one of joint"),
 ])
 def test_bad_configs_are_refused(fields, message):
     assert any(message in p for p in ArcherConfig(**fields).validate())
+
+
+def test_joint_critic_reads_the_action_after_its_state():
+    """joint: V from the state's last token equals the state alone; Q's action encoding is the hidden state at the
+    action's last token of one pass over [state; action], whatever the padding; a pair over the trunk's length keeps
+    the action and the state's last tokens."""
+    critic = tiny_trainer().engine.unwrap().critic
+    assert critic.joint
+    states, actions = right_padded([[1, 2, 3], [4]], pad_id=0), right_padded([[5], [6, 7]], pad_id=0)
+    q1, _, v1, _ = critic(*states, *actions)
+    _, _, v_alone, _ = critic(*right_padded([[4]], pad_id=0))
+    assert v1[1].item() == pytest.approx(v_alone[0].item(), abs=1e-5)
+    h = critic.hidden(torch.tensor([[4, 6, 7]]), torch.ones(1, 3, dtype=torch.long))[0]
+    want = critic.q1(torch.cat([h[0], h[2]]))
+    assert q1[1].item() == pytest.approx(want.item(), abs=1e-5)
+    ids, mask, state_last = joined(*right_padded([list(range(1, 31))], 0), *right_padded([[9, 9, 9, 9]], 0), 32)
+    assert ids[0].tolist() == list(range(3, 31)) + [9, 9, 9, 9] and state_last.tolist() == [27]
+
+
+def test_joint_critic_fits_action_values_that_swap_between_states():
+    """Which action is better flips between two states (Q = +-1): the joint critic fits all four pairs."""
+    critic = tiny_trainer().engine.unwrap().critic
+    states, actions = right_padded([[1, 2], [1, 2], [3, 4], [3, 4]], 0), right_padded([[5], [6], [5], [6]], 0)
+    target = T([1.0, -1.0, -1.0, 1.0])
+    opt = torch.optim.Adam(critic.parameters(), lr=3e-3)
+    for _ in range(300):
+        q1, _, _, _ = critic(*states, *actions)
+        loss = (q1 - target).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
