@@ -39,7 +39,7 @@ NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0, "task.moves_per_sequence": 1
                     "algo.critic_stage.halves": False, "algo.drop_worst": False, "algo.cap_ties": False,
                     "algo.value_lr": None, "algo.bc_coef": 0.0,
                     # debug=smoke's ArCHer warm-up (conf/debug/smoke.yaml)
-                    "smoke.warmup_rounds": 1,
+                    "smoke.warmup_rounds": 1, "smoke.offline_episodes": 4,
                     # early stopping on validation episodes (conf/algo/bc.yaml), off, in a run and its BC stage
                     "algo.keep_best": False, "algo.patience": 0, "algo.bc.keep_best": False, "algo.bc.patience": 0,
                     "algo.keep_best_margin": 0.0, "algo.bc.keep_best_margin": 0.0,
