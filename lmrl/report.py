@@ -41,9 +41,10 @@ EXPERIMENTS = ROOT / "conf" / "experiment"
 PAPER_TABLE2 = ROOT / "results" / "paper_table2.csv"
 TASKS = ["twenty_questions", "guess", "car_dealer", "maze_fo", "maze_po", "text_nav_fo", "text_nav_po", "wordle",
          "chess", "endgames"]
-ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg", "prompt"]
+ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg", "archer", "prompt"]
 ALGO_TITLES = {"bc": "BC", "filtered_bc": "%BC", "mc": "MC Return", "ilql": "ILQL", "ppo": "PPO",
-               "online_filtered_bc": "Online %BC", "sweet": "SWEET-RL", "group_pg": "Group PG", "prompt": "Prompted LM"}
+               "online_filtered_bc": "Online %BC", "sweet": "SWEET-RL", "group_pg": "Group PG", "archer": "ArCHer",
+               "prompt": "Prompted LM"}
 TASK_CONF = ROOT / "conf" / "task"
 # Where a task's anchor minimum (its normalization's `min`, the paper's for comparability) is not the worst
 # return its rules allow: (the true minimum, why).  tests/test_results_table.py plays the all-invalid policy

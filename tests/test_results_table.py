@@ -247,7 +247,7 @@ def test_table2_small_rows_run_on_the_current_tasks():
         if line.startswith("| ") and "[stale: " in line:
             older = line.count(f"[stale: {OLDER_CONFIG}]")
             cells = [c.strip() for c in line.strip(" |").split("|")]
-            allowed = {9} | (set(range(3, 9)) if cells[0] == "Guess My City" else set()) | (
+            allowed = {10} | (set(range(3, 9)) if cells[0] == "Guess My City" else set()) | (
                 {7} if cells[0] in ("FO Text-Nav", "PO Text-Nav") else set())
             stale = {i for i, c in enumerate(cells) if "[stale: " in c}
             assert stale <= allowed and line.count("[stale: ") == older, line
@@ -256,8 +256,22 @@ def test_table2_small_rows_run_on_the_current_tasks():
         # the first: the scores table comes before the Anchors table, whose rows start with the task too
         return next(line for line in md.splitlines() if line.startswith(f"| {task} |"))
 
-    def cells_of(task: str) -> list[str]:
-        return [c.strip() for c in row_of(task).strip(" |").split("|")][1:]
+    header = [c.strip() for c in next(ln for ln in md.splitlines() if ln.startswith("| task |")).strip(" |").split("|")]
+    archer = header.index("ArCHer") - 1
+
+    def archer_cell(task: str) -> str:
+        return [c.strip() for c in row_of(task).strip(" |").split("|")][1:][archer]
+
+    def cells_of(task: str) -> list[str]:  # the columns before ArCHer's (checked on its own below)
+        cells = [c.strip() for c in row_of(task).strip(" |").split("|")][1:]
+        return cells[:archer] + cells[archer + 1 :]
+
+    # ArCHer (issue 70): FO maze, where its defaults were sized, planned (a score once it ran); every other task left
+    # out with the reason and what is known of the cost
+    assert archer_cell("FO Maze") == "not run yet" or current(archer_cell("FO Maze"))
+    for task in ("20Qs", "Guess My City", "Car Dealer", "PO Maze", "FO Text-Nav", "PO Text-Nav", "Wordle", "Chess",
+                 "Endgames"):
+        assert archer_cell(task).startswith("not run: its cost is not measured yet"), task
 
     def current(cell: str) -> bool:  # a score of the current config on every seed
         return not any(mark in cell for mark in ("[stale", "seeds]", "failed"))
@@ -391,13 +405,15 @@ def test_report_logs_the_table_as_a_wandb_artifact(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("experiment, model", [("table2_small", "tiny"), ("table2", "gpt2")])
 def test_experiments_plan_every_cell(experiment, model):
-    """Each experiment composes for every algorithm of a task: 8 algorithms x 3 seeds + the prompted one once."""
+    """Each experiment composes for every algorithm of a task: its trained algorithms x 3 seeds + the prompted one
+    once (ArCHer so far in the CPU table only)."""
     from launchers.sweep import compose_cfg, plan
 
+    trained = ["mc", "bc", "filtered_bc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg"]
+    trained += ["archer"] if experiment == "table2_small" else []
     sweep = plan(experiment, [], {"task": {"maze_fo"}})
-    assert len(sweep.cells) == 8 * 3 + 1 and len({c.digest for c in sweep.cells}) == len(sweep.cells)
-    assert [c.algo for c in sweep.cells][:8] == ["mc", "bc", "filtered_bc", "ilql", "ppo", "online_filtered_bc",
-                                                 "sweet", "group_pg"]
+    assert len(sweep.cells) == len(trained) * 3 + 1 and len({c.digest for c in sweep.cells}) == len(sweep.cells)
+    assert [c.algo for c in sweep.cells][: len(trained)] == trained
     assert sweep.cells[-1].algo == "prompt"
     cfg = compose_cfg(sweep.cells[1].overrides)
     assert cfg.model.name == model and cfg.records.reuse and cfg.records.dir == f"results/records/{experiment}"

@@ -71,6 +71,9 @@ class ArcherConfig(OnlineConfig):
     # How Q reads the action: "joint" (one causal pass over [state; action]) or "separate" (the original: the action
     # encoded on its own; `TurnCritic`).
     critic_input: str = "joint"
+    # After the warm-up, the actor's term joins every `actor_every`-th step; the others train the critic alone (the
+    # original: 3 actor steps an iteration to 50 critic steps).
+    actor_every: int = 1
     # Weight of a KL(pi || pi_BC) term on the actor's sampled tokens (GRPO's k3 estimate, the frozen BC stage as
     # reference; 0 = none, the original).
     kl_coef: float = 0.0
@@ -85,6 +88,8 @@ class ArcherConfig(OnlineConfig):
             problems.append("replay_size and updates_per_round must be >= 1")
         if self.warmup_rounds < 0 or self.offline_episodes < 0:
             problems.append("warmup_rounds and offline_episodes must be >= 0")
+        if self.actor_every < 1:
+            problems.append(f"actor_every must be >= 1 (got {self.actor_every})")
         if self.kl_coef < 0:
             problems.append(f"kl_coef must be >= 0 (got {self.kl_coef})")
         if self.critic_input not in ("joint", "separate"):
@@ -318,15 +323,16 @@ class ArcherTrainer(OnlineTrainer):
         generator = torch.Generator().manual_seed(hash_seed(self.seed, round_idx, 7))
         self.engine.train()
         rows = []
-        for _ in range(self.cfg.updates_per_round):
+        for i in range(self.cfg.updates_per_round):
             drawn = self.buffer.sample(self.cfg.batch_size, generator)
-            loss, logs = self.step_loss(drawn[rank()::world_size()], actor_on)
+            loss, logs = self.step_loss(drawn[rank()::world_size()], actor_on and i % self.cfg.actor_every == 0)
             check_finite(loss, f"archer loss in round {round_idx}", logs, self.checkpointer)
             self.engine.backward(loss)
             self.engine.step()
             self.after_step()
             rows.append(logs)
-        means = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+        keys = dict.fromkeys(k for r in rows for k in r)  # the actor's only on its steps
+        means = {k: sum(r[k] for r in rows if k in r) / sum(k in r for r in rows) for k in keys}
         return {"replay": len(self.buffer), "actor_on": float(actor_on), "train_steps": len(rows), **means, **fit}
 
     @torch.no_grad()

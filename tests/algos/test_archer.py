@@ -158,7 +158,8 @@ def test_target_critic_moves_tau_of_the_way_to_the_critic():
     ({"gamma": 1.5}, "gamma must be in [0, 1]"), ({"tau": 0.0}, "tau in (0, 1]"),
     ({"critic_lr": 0.0}, "critic_lr must be > 0"), ({"updates_per_round": 0}, "updates_per_round must be >= 1"),
     ({"warmup_rounds": -1}, "warmup_rounds and offline_episodes must be >= 0"),
-    ({"kl_coef": -0.1}, "kl_coef must be >= 0"), ({"critic_input": "both"}, "critic_input must be one of joint"),
+    ({"kl_coef": -0.1}, "kl_coef must be >= 0"), ({"actor_every": 0}, "actor_every must be >= 1"),
+    ({"critic_input": "both"}, "critic_input must be one of joint"),
 ])
 def test_bad_configs_are_refused(fields, message):
     assert any(message in p for p in ArcherConfig(**fields).validate())
