@@ -32,6 +32,8 @@ import random
 from fractions import Fraction
 from typing import Any, Callable, NamedTuple, Sequence
 
+from lmrl.envs.base import History, StepResult, Text, TextEnv
+
 Player = Callable[["TwoPlayerGame"], str]
 
 
@@ -329,3 +331,58 @@ def play(game: TwoPlayerGame, players: Sequence[Player], seed: int | None = None
     while not game.done:
         game.step(players[game.current_player()](game))
     return game.returns()
+
+
+# --- one seat as a single-agent text env ---------------------------------------------------------------------
+
+
+class VersusEnv(TextEnv):
+    """A `TwoPlayerGame` as a `TextEnv` for an agent in one seat against a fixed opponent (a scripted player, or a
+    frozen policy wrapped as a `Player`): what trainers, `lmrl.evaluate` and an Elo ladder play.
+
+    `reset(options={"seat": s})` seats the agent (0 moves first; default: alternating with the seed); the opponent
+    moves until it is the agent's turn, and the history holds the agent's observation.  `step(action)` plays the
+    agent's move (any string: an invalid one forfeits, `info["invalid"]`), then the opponent's replies; the reward is
+    0 until the game ends, then the agent's return.  Each observation is the seat's whole view of the game, so a
+    history window of 1 loses nothing."""
+
+    def __init__(self, game: TwoPlayerGame, opponent: Player):
+        self.game, self.opponent = game, opponent
+        self.seat, self.history = 0, ()
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[History, dict]:
+        """A new game (`seed` fixes its deal) with the agent in `options["seat"]`, else seat `seed % 2`."""
+        options = options or {}
+        self.seat = int(options.get("seat", (seed or 0) % 2))
+        if self.seat not in (0, 1):
+            raise ValueError(f"seat must be 0 or 1 (got {self.seat})")
+        self.game.reset(seed)
+        self._opponent_moves()
+        self.history = (Text(self.game.observation(self.seat), False),)
+        return self.history, {"seat": self.seat}
+
+    def step(self, action: str) -> StepResult:
+        """The agent's move, then the opponent's until the agent is to move again or the game is over."""
+        if self.game.done:
+            raise RuntimeError("step() called on a finished game; call reset() first")
+        info = self.game.step(action).info
+        self._opponent_moves()
+        done = self.game.done
+        reward = self.game.returns()[self.seat] if done else 0.0
+        self.history = self.history + (Text(action, True), Text(self.game.observation(self.seat), False))
+        out = {"invalid": info["invalid"], "seat": self.seat}
+        if done:
+            out.update(success=reward > 0, returns=list(self.game.returns()))
+        return StepResult(self.history, reward, done, False, out)
+
+    def legal_actions(self) -> list[str] | None:
+        """The agent's legal moves now."""
+        return self.game.legal_actions()
+
+    def eval_reset_options(self) -> list[dict]:
+        """Both seats."""
+        return [{"seat": 0}, {"seat": 1}]
+
+    def _opponent_moves(self) -> None:
+        while not self.game.done and self.game.current_player() != self.seat:
+            self.game.step(self.opponent(self.game))

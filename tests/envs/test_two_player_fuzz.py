@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from lmrl.envs.two_player import KuhnPoker, TicTacToe, play, random_legal
+from lmrl.envs.base import Text
+from lmrl.envs.two_player import KuhnPoker, TicTacToe, VersusEnv, play, random_legal
 from tests.envs.test_env_fuzz import ALPHABETS, fuzz_corpus
 from tests.helpers import random_unicode
 
@@ -117,3 +118,16 @@ def test_play_with_a_junk_player_ends_in_its_forfeit(game_class):
         players[seat] = lambda game: random_unicode(rng, 5)
         returns = play(game_class(), players, seed=7)
         assert returns[seat] == -1.0 and sum(returns) == 0
+
+
+@pytest.mark.parametrize("game_class", GAMES)
+def test_versus_env_takes_any_string_in_either_seat(game_class):
+    """Through `VersusEnv` (the agent's seat against a random opponent) every non-move forfeits at once: -1, the
+    game over, `info["invalid"]`, and the history ends with the agent's text and its final observation."""
+    rng = random.Random(2)
+    env = VersusEnv(game_class(), random_legal(rng))
+    for i, action in enumerate(fuzz_strings(game_class, n=2_000, seed=5)):
+        env.reset(seed=i, options={"seat": i % 2})
+        result = env.step(action)
+        assert result.terminated and result.reward == -1.0 and result.info["invalid"], repr(action)
+        assert result.history[-2] == Text(action, True) and not result.history[-1].is_action
