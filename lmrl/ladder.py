@@ -1,0 +1,123 @@
+"""An Elo ladder of players of a two-player game: a round robin, ratings with bootstrap intervals, a table.
+
+    python -m lmrl.ladder --game tictactoe --games 200       # random, win-or-block, minimax
+    python -m lmrl.ladder --game kuhn --games 200 --out results/ladder   # also <out>/kuhn.{csv,md}
+
+Every pair of players meets in `games` matches, and inside a match the seats alternate (tic-tac-toe's X, Kuhn poker's
+first to act), so no rating carries a seat's advantage.  A match is one game of tic-tac-toe, or 40 hands of Kuhn
+poker (`HANDS`: a single hand rewards winning often, not winning chips).  A match's result is its first-named
+player's score: 1 if its total return is positive, 0.5 if zero, 0 if negative.  Ratings are anchored so that `random` sits at 1000 (`lmrl.elo`).  The scripted players here are the
+fixed rungs a trained checkpoint will be rated against (issue 70: random legal play, a perfect player, and middle
+rungs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from lmrl.elo import Result, bootstrap_intervals, count_games, fit_ratings, format_table, ladder_table
+from lmrl.envs.two_player import (
+    KuhnPoker, Player, TicTacToe, TwoPlayerGame, kuhn_equilibrium, line_winner, minimax_tictactoe, play,
+    random_legal,
+)
+
+ANCHOR = "random"
+
+
+def win_or_block(rng: random.Random) -> Player:
+    """Tic-tac-toe's middle rung: complete a line of its own if it can, else block the opponent's, else a random
+    legal move."""
+
+    def player(game: TicTacToe) -> str:
+        """One move: win, block, or random."""
+        moves, me = game.legal_actions(), "XO"[game.current_player()]
+        for mark in (me, "O" if me == "X" else "X"):  # its own win first, then the opponent's to block
+            for move in moves:
+                cell = (int(move.split()[1]) - 1) * 3 + int(move.split()[2]) - 1
+                if line_winner(game.board[:cell] + mark + game.board[cell + 1 :]) == mark:
+                    return move
+        return rng.choice(moves)
+
+    return player
+
+
+def always_bet(game: KuhnPoker) -> str:
+    """Kuhn poker's aggressive rung: bet, or call a bet, with any card."""
+    return "call\n" if "call\n" in game.legal_actions() else "bet\n"
+
+
+# Games a match lasts: one game of tic-tac-toe; 40 hands of Kuhn poker, whose single hand says little of a
+# strategy's worth (the equilibrium gives up hands by folding, and wins chips over many).
+HANDS = {"tictactoe": 1, "kuhn": 40}
+
+
+def players_for(game: str, seed: int) -> tuple[Callable[[], TwoPlayerGame], dict[str, Player]]:
+    """The game's factory and its scripted rungs, each drawing from its own seeded RNG."""
+    rng = lambda k: random.Random(seed * 1000 + k)  # noqa: E731 - one stream per player
+    if game == "tictactoe":
+        return TicTacToe, {ANCHOR: random_legal(rng(0)), "win_or_block": win_or_block(rng(1)),
+                           "minimax": minimax_tictactoe}
+    if game == "kuhn":
+        return KuhnPoker, {ANCHOR: random_legal(rng(0)), "always_bet": always_bet,
+                           "equilibrium": kuhn_equilibrium(1 / 6, rng(2))}
+    raise ValueError(f"unknown game {game!r}: choose one of tictactoe, kuhn")
+
+
+def score(total: float) -> float:
+    """A match's score for the player named first: 1, 0.5 or 0 as its total return is positive, zero or negative."""
+    return 1.0 if total > 0 else 0.5 if total == 0 else 0.0
+
+
+def round_robin(make_game: Callable[[], TwoPlayerGame], players: dict[str, Player], games: int, hands: int = 1,
+                seed: int = 0) -> list[Result]:
+    """`games` matches for every pair of players, half with each named first; a match is `hands` games, the named
+    first player in the first seat on the even ones.  Returns (first, second, first's score) per match."""
+    results, game, k = [], make_game(), 0
+    names = sorted(players)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            for g in range(games):
+                first, second = (a, b) if g % 2 == 0 else (b, a)
+                total = 0.0
+                for h in range(hands):
+                    k += 1
+                    seats = (players[first], players[second]) if h % 2 == 0 else (players[second], players[first])
+                    returns = play(game, seats, seed * 1_000_003 + k)
+                    total += returns[0] if h % 2 == 0 else returns[1]
+                results.append((first, second, score(total)))
+    return results
+
+
+def ladder(results: Sequence[Result], seed: int = 0, n_boot: int = 200) -> pd.DataFrame:
+    """The rated table of a set of games: ratings anchored at `random` = 1000, 95% bootstrap intervals."""
+    ratings = fit_ratings(results, anchor=ANCHOR)
+    intervals = bootstrap_intervals(results, n_boot=n_boot, seed=seed, anchor=ANCHOR)
+    return ladder_table(ratings, intervals, count_games(results))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Play the round robin of `--game`'s scripted players, print the rated table (and write it under `--out`)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--game", default="tictactoe", help="tictactoe or kuhn")
+    parser.add_argument("--games", type=int, default=200, help="matches per pair of players (half with each first)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="a directory for <game>.csv and <game>.md")
+    args = parser.parse_args(argv)
+    make_game, players = players_for(args.game, args.seed)
+    table = ladder(round_robin(make_game, players, args.games, HANDS[args.game], args.seed), seed=args.seed)
+    text = format_table(table)
+    print(text, end="")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out / f"{args.game}.csv")
+        (args.out / f"{args.game}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
