@@ -266,18 +266,19 @@ def test_table2_small_rows_run_on_the_current_tasks():
         cells = [c.strip() for c in row_of(task).strip(" |").split("|")][1:]
         return cells[:archer] + cells[archer + 1 :]
 
-    # ArCHer (issue 70): FO maze, where its defaults were sized, planned (a score once it ran); every other task left
-    # out with the reason and what is known of the cost
-    assert archer_cell("FO Maze") == "not run yet" or current(archer_cell("FO Maze"))
-    for task in ("20Qs", "Guess My City", "Car Dealer", "PO Maze", "FO Text-Nav", "PO Text-Nav", "Wordle", "Chess",
-                 "Endgames"):
-        assert archer_cell(task).startswith("not run: its cost is not measured yet"), task
-
     def current(cell: str) -> bool:  # a score of the current config on every seed
         return not any(mark in cell for mark in ("[stale", "seeds]", "failed"))
 
     def rerunning(cell: str) -> bool:  # a re-planned cell (prompted, Text-Nav SWEET-RL) until it re-runs
         return current(cell) or cell.endswith(f"[stale: {OLDER_CONFIG}]")
+
+    # ArCHer (issue 70): FO maze, where its defaults were sized, planned (a score once it ran); every other task left
+    # out with the reason and what is known of the cost
+    fo_maze = archer_cell("FO Maze")
+    assert fo_maze == "not run yet" or current(fo_maze) or re.search(r"^[-\d.]+ ± [\d.]+ \[[12]/3 seeds\]$", fo_maze)
+    for task in ("20Qs", "Guess My City", "Car Dealer", "PO Maze", "FO Text-Nav", "PO Text-Nav", "Wordle", "Chess",
+                 "Endgames"):
+        assert archer_cell(task).startswith("not run: its cost is not measured yet"), task
 
     # Guess My City: BC (at the 8000 steps of its 4x curve), filtered BC and the prompted cell current on every seed;
     # the RL columns re-run from the 8000-step BC stage a few seeds a session, so each shows either the seeds of the
@@ -300,7 +301,8 @@ def test_table2_small_rows_run_on_the_current_tasks():
         redone = (6, 8) if "Text-Nav" in task else (8,)
         assert len(cells) == 9 and all(current(c) and "not run" not in c for i, c in enumerate(cells)
                                        if i not in redone), task
-        assert all(rerunning(cells[i]) for i in redone), task
+        # Text-Nav SWEET-RL re-runs seed by seed (keep_best_margin): its cell may show the seeds it has
+        assert all(rerunning(cells[i]) or (i == 6 and re.search(r"\[[12]/3 seeds\]", cells[i])) for i in redone), task
     # the fair prompt has re-run on both Text-Navs and Wordle
     assert all(current(cells_of(task)[8]) for task in ("FO Text-Nav", "PO Text-Nav", "Wordle"))
     # Endgames and chess: the six trained columns on their BC curves' budgets and group PG, all 3 seeds; SWEET-RL left
