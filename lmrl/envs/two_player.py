@@ -324,6 +324,47 @@ def random_legal(rng: random.Random) -> Player:
     return player
 
 
+def win_or_block(rng: random.Random) -> Player:
+    """Tic-tac-toe's middle rung: complete a line of its own if it can, else block the opponent's, else a random
+    legal move."""
+
+    def player(game: TicTacToe) -> str:
+        """One move: win, block, or random."""
+        moves, me = game.legal_actions(), MARKS[game.current_player()]
+        for mark in (me, "O" if me == "X" else "X"):  # its own win first, then the opponent's to block
+            for move in moves:
+                cell = TICTACTOE_ACTIONS.index(move)
+                if line_winner(game.board[:cell] + mark + game.board[cell + 1 :]) == mark:
+                    return move
+        return rng.choice(moves)
+
+    return player
+
+
+def always_bet(game: KuhnPoker) -> str:
+    """Kuhn poker's aggressive rung: bet, or call a bet, with any card."""
+    return "call\n" if "call\n" in game.legal_actions() else "bet\n"
+
+
+# Each game's factory and scripted players by name, each player built from its own RNG (`always_bet` and minimax
+# ignore it): the opponents a `VersusEnv` task can name and the fixed rungs of `lmrl.ladder`.
+GAMES: dict[str, type[TwoPlayerGame]] = {"tictactoe": TicTacToe, "kuhn": KuhnPoker}
+SCRIPTED: dict[str, dict[str, Callable[[random.Random], Player]]] = {
+    "tictactoe": {"random": random_legal, "win_or_block": win_or_block, "minimax": lambda rng: minimax_tictactoe},
+    "kuhn": {"random": random_legal, "always_bet": lambda rng: always_bet,
+             "equilibrium": lambda rng: kuhn_equilibrium(Fraction(1, 6), rng)},
+}
+
+
+def scripted_player(game: str, name: str, rng: random.Random) -> Player:
+    """The scripted player `name` of `game`, drawing from `rng`; the error lists the valid names."""
+    if game not in SCRIPTED:
+        raise ValueError(f"unknown game {game!r}: choose one of {sorted(SCRIPTED)}")
+    if name not in SCRIPTED[game]:
+        raise ValueError(f"unknown {game} player {name!r}: choose one of {sorted(SCRIPTED[game])}")
+    return SCRIPTED[game][name](rng)
+
+
 def play(game: TwoPlayerGame, players: Sequence[Player], seed: int | None = None) -> tuple[float, float]:
     """Reset `game` with `seed`, let `players[0]` and `players[1]` move in turn until it ends, and return the
     returns.  The game's invalid-move rule ends it if a player answers with anything but a legal move."""
@@ -340,14 +381,15 @@ class VersusEnv(TextEnv):
     """A `TwoPlayerGame` as a `TextEnv` for an agent in one seat against a fixed opponent (a scripted player, or a
     frozen policy wrapped as a `Player`): what trainers, `lmrl.evaluate` and an Elo ladder play.
 
-    `reset(options={"seat": s})` seats the agent (0 moves first; default: alternating with the seed); the opponent
+    `opponent_rng`, when given, is the RNG the opponent draws from; `reset(seed)` reseeds it, so a seed fixes the
+    whole game.  `reset(options={"seat": s})` seats the agent (0 moves first; default: alternating with the seed); the opponent
     moves until it is the agent's turn, and the history holds the agent's observation.  `step(action)` plays the
     agent's move (any string: an invalid one forfeits, `info["invalid"]`), then the opponent's replies; the reward is
     0 until the game ends, then the agent's return.  Each observation is the seat's whole view of the game, so a
     history window of 1 loses nothing."""
 
-    def __init__(self, game: TwoPlayerGame, opponent: Player):
-        self.game, self.opponent = game, opponent
+    def __init__(self, game: TwoPlayerGame, opponent: Player, opponent_rng: random.Random | None = None):
+        self.game, self.opponent, self.opponent_rng = game, opponent, opponent_rng
         self.seat, self.history = 0, ()
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[History, dict]:
@@ -357,6 +399,8 @@ class VersusEnv(TextEnv):
         if self.seat not in (0, 1):
             raise ValueError(f"seat must be 0 or 1 (got {self.seat})")
         self.game.reset(seed)
+        if self.opponent_rng is not None:  # the opponent's choices, like the deal, follow the seed
+            self.opponent_rng.seed(f"opponent/{seed}")
         self._opponent_moves()
         self.history = (Text(self.game.observation(self.seat), False),)
         return self.history, {"seat": self.seat}
@@ -386,3 +430,12 @@ class VersusEnv(TextEnv):
     def _opponent_moves(self) -> None:
         while not self.game.done and self.game.current_player() != self.seat:
             self.game.step(self.opponent(self.game))
+
+
+def versus_env(game: str = "tictactoe", opponent: str = "random") -> VersusEnv:
+    """A `VersusEnv` of `game` (a key of `GAMES`) against its scripted player `opponent` (`SCRIPTED[game]`), whose
+    RNG each reset reseeds: what `conf/task/tictactoe.yaml` and `conf/task/kuhn.yaml` build."""
+    rng = random.Random()
+    player = scripted_player(game, opponent, rng)
+    return VersusEnv(GAMES[game](), player, rng)
+
