@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from lmrl.data.jsonl import write_episodes
-from lmrl.data.stats import dataset_stats, format_stats_table
+from lmrl.data.stats import dataset_stats, write_and_describe
 from lmrl.envs.base import Episode
 from lmrl.envs.textarena import EVAL_SEED_BASE, FROZEN_LAKE_STEPS, TextArenaEnv
 
@@ -215,11 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.out:
         parser.error("--out is required unless --anchors is given")
-    start = time.perf_counter()
-    count = write_episodes(args.out, episodes())
-    seconds = time.perf_counter() - start
-    print(f"wrote {count} episodes to {args.out} in {seconds:.1f} s ({count / max(seconds, 1e-9):.0f} episodes/s)")
-    print(format_stats_table(dataset_stats(episodes()), None))
+    write_and_describe(args.out, episodes)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Every lmrl task as a Gymnasium environment: `gymnasium.make("lmrl/MazeFO-v0")`.
 
-Importing this module registers the ten tasks (`ENV_IDS`) in Gymnasium's registry; without importing it first,
+Importing this module registers every task (`ENV_IDS`) in Gymnasium's registry; without importing it first,
 `gymnasium.make("lmrl.gym:lmrl/MazeFO-v0")` imports it itself.  Each env is built the way `lmrl.task.Task` builds
 it (`conf/train.yaml` composed with `task=<name>` and any Hydra `overrides`), so the rules, oracle, opponent and
 horizon are the ones training and evaluation use.
@@ -10,7 +10,7 @@ config: the current observation for Maze FO and chess, the whole conversation fo
 policy reads it.  `info["latest"]` is the text the env appended with this step (the first observation after a
 reset), `info["history"]` the whole episode as `Text(text, is_action)` segments.  Step infos carry the env's own
 keys (`success`, the secret, ...) plus `invalid` (the action broke the task's rules or format); tasks whose env
-lists its legal actions (maze, Text-Nav, Wordle, chess, endgames) add `legal_actions`.
+lists its legal actions (maze, Text-Nav, Wordle, chess, endgames, the two-player games) add `legal_actions`.
 
 Actions are the agent's whole turn, newline included (`"move up\\n"`), as for every lmrl env.  Any string is
 applied, even one outside the action space (the task's rules penalize it, never raise), but its echo in the
@@ -51,6 +51,9 @@ ENV_IDS: dict[str, str] = {
     "twenty_questions": "lmrl/TwentyQuestions-v0",
     "guess": "lmrl/GuessMyCity-v0",
     "car_dealer": "lmrl/CarDealer-v0",
+    # one seat of a two-player game against the task's scripted opponent
+    "tictactoe": "lmrl/TicTacToeVsScripted-v0",
+    "kuhn": "lmrl/KuhnVsScripted-v0",
 }
 
 # Printable ASCII, Latin-1 and Latin Extended-A (the accented letters of city names: São Paulo, Kraków), typographic

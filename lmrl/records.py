@@ -47,7 +47,12 @@ NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0, "task.moves_per_sequence": 1
                     "model.lora": {"r": 0, "alpha": 16, "dropout": 0.0, "target_modules": None},
                     # conf/task_info's entry for task=textarena, in every algorithm that reads task_info
                     "algo.task_info.textarena": {"keys": ["game_seed"], "reset": {"game_seed": "game_seed"},
-                                                 "replay": None}}
+                                                 "replay": None},
+                    # ... and its entries for the two-player games (task=tictactoe, task=kuhn)
+                    "algo.task_info.tictactoe": {"keys": ["seat"], "reset": {"seat": "seat"}, "replay": None},
+                    "algo.task_info.kuhn": {"keys": ["seat"], "reset": {"seat": "seat"}, "replay": None},
+                    # debug=smoke's self-play rating budget (conf/debug/smoke.yaml)
+                    "smoke.rate_every": 1, "smoke.rating_games": 4}
 # The record's score fields, copied from a run's metrics.
 SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "invalid_rate",
               "episodes", "episode_length")

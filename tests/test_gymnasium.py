@@ -26,7 +26,7 @@ from lmrl.envs.base import Text, history_to_str, history_window
 ROOT = Path(__file__).resolve().parents[1]
 DIALOGUE = {"twenty_questions", "guess"}
 # The tasks whose env lists its legal actions.
-LISTED = {"maze_fo", "maze_po", "text_nav_fo", "text_nav_po", "wordle", "chess", "endgames"}
+LISTED = {"maze_fo", "maze_po", "text_nav_fo", "text_nav_po", "wordle", "chess", "endgames", "tictactoe", "kuhn"}
 TASKS = [pytest.param(t, marks=pytest.mark.slow) if t in DIALOGUE else t for t in lg.ENV_IDS]
 
 
@@ -36,8 +36,9 @@ def make(task: str, **kwargs) -> gymnasium.Env:
 
 def test_every_task_is_registered_under_its_id():
     benchmark = yaml.safe_load((ROOT / "conf" / "experiment" / "table2.yaml").read_text())["sweep"]["tasks"]
-    assert set(lg.ENV_IDS) == set(benchmark)  # the benchmark's ten tasks (TextArena games have their own ids)
-    assert len(set(lg.ENV_IDS.values())) == 10
+    # the benchmark's ten tasks and the two-player games' one-seat tasks (TextArena's games have their own ids)
+    assert set(lg.ENV_IDS) == set(benchmark) | {"tictactoe", "kuhn"}
+    assert len(set(lg.ENV_IDS.values())) == 12
     for task, env_id in lg.ENV_IDS.items():
         spec = gymnasium.spec(env_id)
         assert spec.namespace == "lmrl" and spec.version == 0

@@ -59,3 +59,19 @@ def format_stats_table(ours: dict, paper: dict | None = None) -> str:
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def write_and_describe(path, make_episodes, paper: dict | None = None) -> int:
+    """A generator CLI's output step: write `make_episodes()` to JSONL at `path`, print the count and speed, then
+    the statistics of a second pass (`make_episodes` is called twice: generators are deterministic).  Returns the
+    count."""
+    import time
+
+    from lmrl.data.jsonl import write_episodes
+
+    start = time.perf_counter()
+    count = write_episodes(path, make_episodes())
+    seconds = time.perf_counter() - start
+    print(f"wrote {count} episodes to {path} in {seconds:.1f} s ({count / max(seconds, 1e-9):.0f} episodes/s)")
+    print(format_stats_table(dataset_stats(make_episodes()), paper))
+    return count

@@ -41,6 +41,10 @@ TASK_IDS = {
     "twenty_questions": "lmrl-TwentyQuestions-v0",
     "guess": "lmrl-GuessMyCity-v0",
     "car_dealer": "lmrl-CarDealer-v0",
+    # one seat of a two-player game against the task's scripted opponent (TextArena's own TicTacToe-v0 and
+    # KuhnPoker-v0 are two-player games)
+    "tictactoe": "lmrl-TicTacToeVsScripted-v0",
+    "kuhn": "lmrl-KuhnVsScripted-v0",
 }
 
 

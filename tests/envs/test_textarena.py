@@ -86,7 +86,7 @@ def test_a_scripted_agent_solves_the_fo_maze_through_textarenas_loop():
     assert step_rewards[-1] == 0.0 and set(step_rewards[:-1]) <= {-1.0}  # -1 a move, 0 on reaching the goal
 
 
-@pytest.mark.parametrize("task, seed", [("maze_po", 3), ("wordle", 5)])
+@pytest.mark.parametrize("task, seed", [("maze_po", 3), ("wordle", 5), ("tictactoe", 2), ("kuhn", 4)])
 def test_textarena_rewards_are_the_envs_rewards(task, seed):
     """A random legal agent (plus one invalid reply) through `play`: each step's reward and the final TextArena reward
     match the task's env given the same seed and actions, invalid reply included."""
