@@ -3,7 +3,8 @@
 `<dir>` is a run's `checkpoint/`: a `save_pretrained` LM (BC, filtered BC), or a value-based
 run's layout (MC, ILQL: value trunk + heads, BC policy), whose policies are evaluated at the
 run's betas or at `betas=[...]`, plus the reranker where the task has an action list (at the run's temperature,
-or at `rerank_temperature=T`)."""
+or at `rerank_temperature=T`).  On a two-player game, `rating=true` also rates the headline policy on the game's Elo
+ladder (`lmrl.ladder`), with `+rating_with.<name>=<dir>` putting other checkpoints in the same ladder."""
 
 from __future__ import annotations
 
@@ -37,12 +38,42 @@ def main(cfg: DictConfig) -> dict:
     metrics = evaluate_policies(task, policies, ev, cfg.seed)
     metrics = {"task": task.name, "algo": name, "checkpoint": str(cfg.checkpoint), "seed": cfg.seed,
                **metrics, "wall_seconds": time.perf_counter() - start}
-    write_run(Path(HydraConfig.get().runtime.output_dir), cfg, metrics)
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    if cfg.rating:
+        metrics["elo"] = rate_checkpoints(task, {name: next(iter(policies.values()))}, cfg, out_dir)
+    write_run(out_dir, cfg, metrics)
     if cfg.records.dir:
         write_record(cfg.records.dir, make_record(metrics, config_hash(cfg), metrics["wall_seconds"],
                                                   checkpoint=str(checkpoint)))
     print(summary_line(metrics))
     return metrics
+
+
+def rate_checkpoints(task: Task, policies: dict, cfg: DictConfig, out_dir: Path) -> dict:
+    """`rating=true`: the policies (and `rating_with`'s checkpoints) rated on the task's game ladder
+    (`lmrl.ladder.rate`); prints the table, writes `rating.csv` and `rating.md` to `out_dir`, and returns each
+    player's rating and 95% interval."""
+    from lmrl.ladder import rate
+
+    from lmrl.elo import format_table
+    from lmrl.envs.two_player import GAMES
+
+    game = cfg.task.env.get("game")
+    if game not in GAMES:
+        raise ValueError(f"rating=true rates players of a two-player game (task=tictactoe or task=kuhn), not "
+                         f"task={task.name}")
+    actors = dict(policies)
+    for other, directory in (cfg.rating_with or {}).items():
+        _, loaded = load_policies(Path(directory).expanduser(), task, cfg.task.eval, cfg.seed)
+        actors[str(other)] = next(iter(loaded.values()))
+    table = rate(actors, game, games=cfg.rating_games, seed=cfg.seed)
+    text = format_table(table)
+    print(text, end="")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / "rating.csv")
+    (out_dir / "rating.md").write_text(text)
+    rows = table.set_index("player")
+    return {p: {k: float(rows.loc[p, k]) for k in ("rating", "low", "high")} for p in actors}
 
 
 if __name__ == "__main__":

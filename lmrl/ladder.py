@@ -21,34 +21,10 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from lmrl.elo import Result, bootstrap_intervals, count_games, fit_ratings, format_table, ladder_table
-from lmrl.envs.two_player import (
-    KuhnPoker, Player, TicTacToe, TwoPlayerGame, kuhn_equilibrium, line_winner, minimax_tictactoe, play,
-    random_legal,
-)
+from lmrl.envs.two_player import GAMES, SCRIPTED, Player, TwoPlayerGame, play, scripted_player
+from lmrl.rollout.two_player import Actor, play_games
 
 ANCHOR = "random"
-
-
-def win_or_block(rng: random.Random) -> Player:
-    """Tic-tac-toe's middle rung: complete a line of its own if it can, else block the opponent's, else a random
-    legal move."""
-
-    def player(game: TicTacToe) -> str:
-        """One move: win, block, or random."""
-        moves, me = game.legal_actions(), "XO"[game.current_player()]
-        for mark in (me, "O" if me == "X" else "X"):  # its own win first, then the opponent's to block
-            for move in moves:
-                cell = (int(move.split()[1]) - 1) * 3 + int(move.split()[2]) - 1
-                if line_winner(game.board[:cell] + mark + game.board[cell + 1 :]) == mark:
-                    return move
-        return rng.choice(moves)
-
-    return player
-
-
-def always_bet(game: KuhnPoker) -> str:
-    """Kuhn poker's aggressive rung: bet, or call a bet, with any card."""
-    return "call\n" if "call\n" in game.legal_actions() else "bet\n"
 
 
 # Games a match lasts: one game of tic-tac-toe; 40 hands of Kuhn poker, whose single hand says little of a
@@ -57,15 +33,12 @@ HANDS = {"tictactoe": 1, "kuhn": 40}
 
 
 def players_for(game: str, seed: int) -> tuple[Callable[[], TwoPlayerGame], dict[str, Player]]:
-    """The game's factory and its scripted rungs, each drawing from its own seeded RNG."""
-    rng = lambda k: random.Random(seed * 1000 + k)  # noqa: E731 - one stream per player
-    if game == "tictactoe":
-        return TicTacToe, {ANCHOR: random_legal(rng(0)), "win_or_block": win_or_block(rng(1)),
-                           "minimax": minimax_tictactoe}
-    if game == "kuhn":
-        return KuhnPoker, {ANCHOR: random_legal(rng(0)), "always_bet": always_bet,
-                           "equilibrium": kuhn_equilibrium(1 / 6, rng(2))}
-    raise ValueError(f"unknown game {game!r}: choose one of tictactoe, kuhn")
+    """The game's factory and its scripted rungs (`lmrl.envs.two_player.SCRIPTED`), each drawing from its own seeded
+    RNG."""
+    if game not in SCRIPTED:
+        raise ValueError(f"unknown game {game!r}: choose one of {', '.join(SCRIPTED)}")
+    return GAMES[game], {name: scripted_player(game, name, random.Random(seed * 1000 + k))
+                         for k, name in enumerate(SCRIPTED[game])}
 
 
 def score(total: float) -> float:
@@ -91,6 +64,48 @@ def round_robin(make_game: Callable[[], TwoPlayerGame], players: dict[str, Playe
                     total += returns[0] if h % 2 == 0 else returns[1]
                 results.append((first, second, score(total)))
     return results
+
+
+def matches_against(actor: Actor, name: str, make_game: Callable[[], TwoPlayerGame], rungs: dict[str, Actor],
+                    games: int, hands: int = 1, seed: int = 0) -> list[Result]:
+    """`games` matches of `actor` (an LM policy or a scripted player, called `name`) against each of `rungs` (scripted
+    players or policies), played in one batch (`lmrl.rollout.two_player.play_games`): as in `round_robin`, half the matches name `actor` first and a
+    match's hands alternate the seats.  Returns (first, second, first's score) per match."""
+    plan, seats, seeds = [], [], []
+    for r, rung in enumerate(sorted(rungs)):
+        for g in range(games):
+            first_is_actor = g % 2 == 0
+            for h in range(hands):
+                actor_seat = h % 2 if first_is_actor else 1 - h % 2
+                pair = (actor, rungs[rung]) if actor_seat == 0 else (rungs[rung], actor)
+                plan.append((rung, g, actor_seat))
+                seats.append(pair)
+                seeds.append(seed * 1_000_003 + 7_919 * (r + 1) + g * hands + h)
+    records = play_games(make_game, seats, seeds, record=[(False, False)] * len(seats))
+    totals: dict[tuple[str, int], float] = {}
+    for (rung, g, actor_seat), rec in zip(plan, records):
+        totals[(rung, g)] = totals.get((rung, g), 0.0) + rec.returns[actor_seat]
+    results = []
+    for (rung, g), total in totals.items():
+        results += [(name, rung, score(total))] if g % 2 == 0 else [(rung, name, score(-total))]
+    return results
+
+
+def rate(actors: dict[str, Actor], game: str, games: int = 100, seed: int = 0, rung_games: int = 200,
+         n_boot: int = 200) -> pd.DataFrame:
+    """The rated table of `actors` (name -> an LM policy or a scripted player) on `game`'s ladder: each plays `games`
+    matches against every scripted rung and every other actor, fitted together with the rungs' own round robin
+    (`rung_games` matches a pair), so every rating shares the scale anchored at random = 1000."""
+    make_game, rungs = players_for(game, seed)
+    clash = set(actors) & set(rungs)
+    if clash:
+        raise ValueError(f"{sorted(clash)}: the ladder's rungs already use these names")
+    results = round_robin(make_game, rungs, rung_games, HANDS[game], seed)
+    names = list(actors)
+    for i, name in enumerate(names):
+        opponents = {**rungs, **{other: actors[other] for other in names[i + 1 :]}}
+        results += matches_against(actors[name], name, make_game, opponents, games, HANDS[game], seed + i)
+    return ladder(results, seed=seed, n_boot=n_boot)
 
 
 def ladder(results: Sequence[Result], seed: int = 0, n_boot: int = 200) -> pd.DataFrame:
