@@ -92,8 +92,9 @@ class Checkpointer:
         path = self.directory / pointer.read_text().strip()
         return path if (path / "trainer_state.json").exists() else None
 
-    def save(self, step: int, engine, state: dict, frozen: dict | None = None) -> Path:
-        """Collective: every process calls it at the same step."""
+    def save(self, step: int, engine, state: dict, frozen: dict | None = None, files: dict | None = None) -> Path:
+        """Collective: every process calls it at the same step.  `files` ({name: object}) are written by the main
+        process as `<name>.pt`, before the checkpoint is marked complete (a trainer's state too large for JSON)."""
         path = self.directory / f"step_{step:08d}"
         if is_main():
             shutil.rmtree(path, ignore_errors=True)
@@ -106,6 +107,9 @@ class Checkpointer:
                 shared = shared_keys(module, engine.unwrap())
                 torch.save({k: v for k, v in full.items() if k not in shared}, path / f"{name}.pt")
         torch.save(rng_state(), path / f"rng_rank{rank()}.pt")
+        if is_main():
+            for name, obj in (files or {}).items():
+                torch.save(obj, path / f"{name}.pt")
         barrier()
         if is_main():
             (path / "trainer_state.json").write_text(json.dumps({**state, "step": step,

@@ -11,19 +11,21 @@ import torch
 
 from lmrl.dist import resolve_precision
 from lmrl.evaluation import load_policies
-from tests.e2e import ROOT, cli_env, run_cli
+from tests.e2e import ROOT, cli_command, cli_env, run_cli
 
 TASKS = sorted(p.stem for p in (ROOT / "conf/task").glob("*.yaml"))
 ALGOS = sorted(p.stem for p in (ROOT / "conf/algo").glob("*.yaml"))
-ONLINE = {"ppo", "online_filtered_bc", "group_pg", "archer"}
+ONLINE = {"ppo", "online_filtered_bc", "group_pg", "archer", "selfplay"}
+# algo=selfplay plays the two-player games only (any other task fails at once: test_selfplay_needs_a_two_player_game).
+TWO_PLAYER = {"tictactoe", "kuhn"}
 # Algorithms that start from nothing trained by another stage (every other one records `start_normalized`).
 NO_START = {"bc", "filtered_bc", "prompt"}
 REQUIRED = {"task", "algo", "return_mean", "normalized_score", "success_rate", "episodes"}
 # debug=smoke evaluates one episode on each of at most 8 start states; full chess games have one start.
-SMOKE_EPISODES = {"chess": 1}
+SMOKE_EPISODES = {"chess": 1, "tictactoe": 2, "kuhn": 2}
 # The fast tier runs BC on every task, every algorithm on maze_fo (windowed histories) and the value-based and
 # PPO paths on Wordle (whole-history sequences); `make test-slow` runs every other pair.
-FAST_EXTRA = {("wordle", "ilql"), ("wordle", "ppo")}
+FAST_EXTRA = {("wordle", "ilql"), ("wordle", "ppo"), ("tictactoe", "selfplay")}
 # SmolLM2 prompted through 100 maze turns takes ~2 min of the fast tier's ~18: the fast tier keeps the prompt
 # algorithm end to end on the tiny model (tests/test_prompt_serve.py) and SmolLM2's offline loading.
 # task=textarena's fast check is tests/envs/test_textarena.py's online smoke run on smaller budgets (its BC stage
@@ -41,7 +43,8 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
-@pytest.mark.parametrize("task, algo", [pair(t, a) for t, a in itertools.product(TASKS, ALGOS)])
+@pytest.mark.parametrize("task, algo", [pair(t, a) for t, a in itertools.product(TASKS, ALGOS)
+                                       if a != "selfplay" or t in TWO_PLAYER])
 def test_smoke_run_writes_metrics_config_and_checkpoint(task, algo, tmp_path, cache):
     run = tmp_path / "run"
     metrics = run_cli("lmrl.train", ["debug=smoke", f"task={task}", f"algo={algo}"], run, cache)
@@ -67,6 +70,14 @@ def test_smoke_run_writes_metrics_config_and_checkpoint(task, algo, tmp_path, ca
     own_recipe = any(p.stem.startswith(f"{task}_") for p in (ROOT / "conf/task_algo").glob("*.yaml")
                      if "attempts_per_task" in p.read_text())
     assert 1 <= len(list((cache / "datasets" / task).glob("*.jsonl"))) <= 1 + own_recipe
+
+
+def test_selfplay_needs_a_two_player_game(tmp_path):
+    result = subprocess.run(cli_command("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=selfplay"], tmp_path),
+                            cwd=ROOT, env=cli_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "algo=selfplay plays a two-player game: task=tictactoe or task=kuhn, not task=maze_fo" in result.stderr
+    assert not (tmp_path / "cache" / "bc").exists()  # it failed before training a BC stage
 
 
 def test_evaluate_a_saved_checkpoint(tmp_path, cache):

@@ -371,9 +371,13 @@ class BCTrainer:
         return {"wandb_id": getattr(self.logger, "run_id", None), **({"best": self.best} if getattr(self.cfg, "keep_best", False) else {})}
 
     def checkpoint(self, step: int) -> None:
-        """Write a checkpoint after `step` completed steps: the engine's state, `trainer_state()` and
-        `frozen_modules()`."""
-        self.checkpointer.save(step, self.engine, self.trainer_state(), self.frozen_modules())
+        """Write a checkpoint after `step` completed steps: the engine's state, `trainer_state()`, `frozen_modules()`
+        and `checkpoint_files()`."""
+        self.checkpointer.save(step, self.engine, self.trainer_state(), self.frozen_modules(), self.checkpoint_files())
+
+    def checkpoint_files(self) -> dict:
+        """Objects a checkpoint saves as `<name>.pt` beside the engine's state (self-play: its opponent pool)."""
+        return {}
 
     def restore(self) -> dict | None:
         """Continue from the latest checkpoint, if there is one (the data position is the step)."""

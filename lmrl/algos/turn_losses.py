@@ -165,6 +165,20 @@ def group_advantages(returns: Tensor, group: Tensor, normalize: bool = True, eps
     return torch.where(std > 0, centered / (std + eps), 0.0)
 
 
+# -- role-conditioned baseline (self-play) ----------------------------------------------------------------
+def role_advantages(returns: Tensor, role: Tensor, baselines: Tensor, decay: float) -> tuple[Tensor, Tensor]:
+    """SPIRAL's role-conditioned advantage estimation, one batch at a time: each role's baseline moves to
+    b_r <- decay * b_r + (1 - decay) * mean(R_i : role_i = r) (a role absent from the batch keeps its baseline), and
+    A_i = R_i - b_{role_i} with the moved baseline.  returns [E] fp32, role [E] long, baselines [n_roles] fp32 ->
+    (A [E], the new baselines).  A seat's own baseline keeps the first mover's edge out of the other seat's
+    advantages."""
+    n_roles = baselines.numel()
+    count = group_sums(torch.ones_like(returns), role, n_roles)
+    mean = group_sums(returns, role, n_roles) / count.clamp(min=1)
+    moved = torch.where(count > 0, decay * baselines + (1 - decay) * mean, baselines)
+    return returns - moved[role], moved
+
+
 def sequence_logprob_sums(logp: Tensor, decide: Tensor) -> Tensor:
     """[B, L] -> [B] fp32: each row's log-probabilities summed over its decision positions."""
     return torch.where(decide, logp.float(), 0.0).sum(dim=1)

@@ -1,0 +1,293 @@
+"""Self-play on two-player text games (`algo=selfplay`, `task=tictactoe` or `task=kuhn`): SPIRAL's recipe.
+
+Each round plays `episodes_per_round` games, the learner's seat alternating:
+
+- a share `self_play_fraction` against the current policy itself: both seats are the learner and both are trained;
+- the rest against one opponent drawn uniformly from a pool of past snapshots of the policy (the BC start and every
+  `snapshot_every`-th round's weights, the newest `pool_size` kept), and of the scripted players `pool_scripted`
+  names (none by default): only the learner's seat is trained.
+
+Every recorded seat's game is an episode (`lmrl.rollout.two_player.play_games`).  Its advantage is role-conditioned
+(`lmrl.algos.turn_losses.role_advantages`): R minus an exponential moving average of the returns of its seat, one
+baseline per seat, so that the first mover's edge does not pass for skill.  The loss is PPO's clipped surrogate on
+every token of the episode's moves with old log-probs from a teacher-forced pass, plus `kl_coef` x the k3 estimate of
+KL to the frozen BC start (group PG's update with another baseline).
+
+Every `rate_every` rounds (and before the first) the policy is rated on the game's Elo ladder (`lmrl.ladder.rate`:
+matches against random play, a middle rung and a perfect or equilibrium player, anchored at random = 1000); the
+ratings with their 95% intervals go to the logger, `<run>/elo.csv` and `<run>/elo.png`.  The run's own evaluation is
+the task's protocol against `task.env.opponent`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from lmrl.algos.base import ConfigError
+from lmrl.algos.bc import lm_policy
+from lmrl.algos.group_pg import GroupPGTrainer
+from lmrl.algos.online import OnlineConfig
+from lmrl.algos.ppo import Scored
+from lmrl.algos.sweet_critic import load_lm
+from lmrl.algos.turn_losses import role_advantages
+from lmrl.data.jsonl import write_episodes
+from lmrl.dist import gather_lists, is_main, shard
+from lmrl.envs.base import Episode
+from lmrl.envs.two_player import GAMES, SCRIPTED, scripted_player
+from lmrl.rollout.two_player import play_games
+
+log = logging.getLogger(__name__)
+
+POOL_FILE = "opponent_pool.pt"
+
+
+@dataclass
+class SelfPlayConfig(OnlineConfig):
+    """`algo=selfplay`: `OnlineConfig` plus the self-play mix, the opponent pool, the role baselines' decay, PPO's clip,
+    the KL weight and the rating schedule."""
+
+    name: str = "selfplay"
+    # Share of a round's games the policy plays against itself (both seats trained); the rest meet a pool snapshot.
+    self_play_fraction: float = 0.5
+    # Past snapshots kept as opponents (oldest dropped first), and how often (rounds) one is taken.
+    pool_size: int = 8
+    snapshot_every: int = 2
+    # Scripted players of the game (`lmrl.envs.two_player.SCRIPTED`, e.g. [random]) drawn as pool opponents beside
+    # the snapshots, each as likely as one snapshot ([] = the policy meets only itself and its past).
+    pool_scripted: list[str] = field(default_factory=list)
+    # Decay of each seat's moving-average baseline (SPIRAL: 0.95).
+    baseline_decay: float = 0.95
+    cliprange: float = 0.2
+    # Weight of the k3 KL(pi || pi_BC) term (0 = none).
+    kl_coef: float = 0.05
+    # Sequences per no-grad pass when computing old log-probs (memory, not math).
+    score_batch_size: int = 64
+    # Rate the policy on the Elo ladder every this many rounds and before the first (0 = never), with this many
+    # matches against each rung.
+    rate_every: int = 5
+    rating_games: int = 100
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        if not 0.0 <= self.self_play_fraction <= 1.0:
+            problems.append(f"self_play_fraction must lie in [0, 1] (got {self.self_play_fraction})")
+        if self.pool_size < 1 or self.snapshot_every < 1:
+            problems.append(f"pool_size and snapshot_every must be >= 1 (got {self.pool_size}, {self.snapshot_every})")
+        if not 0.0 <= self.baseline_decay < 1.0:
+            problems.append(f"baseline_decay must lie in [0, 1) (got {self.baseline_decay})")
+        if self.cliprange <= 0 or self.score_batch_size < 1 or self.kl_coef < 0:
+            problems.append("cliprange must be > 0, score_batch_size >= 1 and kl_coef >= 0")
+        if self.rate_every < 0 or self.rating_games < 1:
+            problems.append(f"rate_every must be >= 0 and rating_games >= 1 (got {self.rate_every}, "
+                            f"{self.rating_games})")
+        return problems
+
+
+class OpponentPool:
+    """Frozen past weights of the policy, newest last: `add` keeps a CPU copy (dropping the oldest past `size`),
+    `sample` draws one uniformly.  `state`/`load` carry it through a checkpoint."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.snapshots: list[tuple[int, dict]] = []  # (round it was taken after, state dict)
+
+    def __len__(self) -> int:
+        return len(self.snapshots)
+
+    def add(self, round_idx: int, model: torch.nn.Module) -> None:
+        """Keep a copy of `model`'s weights as of `round_idx` (later training does not change it)."""
+        state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        self.snapshots = (self.snapshots + [(round_idx, state)])[-self.size :]
+
+    def sample(self, rng: random.Random) -> tuple[int, dict]:
+        """One snapshot, uniformly: (its round, its weights)."""
+        if not self.snapshots:
+            raise IndexError("the opponent pool is empty")
+        return self.snapshots[rng.randrange(len(self.snapshots))]
+
+    def rounds(self) -> list[int]:
+        """The rounds of the kept snapshots, oldest first."""
+        return [r for r, _ in self.snapshots]
+
+    def state(self) -> list[tuple[int, dict]]:
+        """What a checkpoint saves: the (round, weights) pairs."""
+        return self.snapshots
+
+    def load(self, state: list[tuple[int, dict]]) -> None:
+        """Take the snapshots of `state` (a checkpoint's), the newest `size` of them."""
+        self.snapshots = [(int(r), s) for r, s in state][-self.size :]
+
+
+class SelfPlayTrainer(GroupPGTrainer):
+    """Self-play with role-conditioned advantages and an opponent pool (see the module docstring)."""
+
+    config_class = SelfPlayConfig
+
+    def __init__(self, cfg: SelfPlayConfig, task, *args, **kwargs):
+        game = task.cfg.env.get("game")
+        if game not in GAMES:  # before the BC stage is trained
+            raise ConfigError(f"algo=selfplay plays a two-player game: task=tictactoe or task=kuhn, not "
+                              f"task={task.name}")
+        unknown = set(cfg.pool_scripted) - set(SCRIPTED[game])
+        if unknown:
+            raise ConfigError(f"pool_scripted: {sorted(unknown)} are not {game} players; choose among "
+                              f"{sorted(SCRIPTED[game])}")
+        self.game_name, self.make_game = game, GAMES[game]
+        super().__init__(cfg, task, *args, **kwargs)
+
+    def setup_models(self, bc_dir: Path) -> None:
+        """The policy LM (dropout off), the frozen BC reference with `kl_coef` > 0, a frozen LM that plays the pool's
+        snapshots, and the pool holding the start."""
+        self.engine.setup(load_lm(bc_dir), self.optim_config())
+        self.reference = self.engine.prepare_frozen(load_lm(bc_dir)) if self.cfg.kl_coef > 0 else None
+        self.opponent_lm = load_lm(bc_dir).eval().to(self.engine.device)
+        self.pool = OpponentPool(self.cfg.pool_size)
+        self.pool.add(0, self.opponent_lm)
+        self.baselines = torch.zeros(2)
+        self.ratings: list[dict] = []
+
+    def opponent_policy(self, state: dict):
+        """A sampling policy over the frozen opponent LM holding `state`."""
+        self.opponent_lm.load_state_dict(state)
+        eval_cfg = OmegaConf.merge(self.task.cfg.eval, {"temperature": self.cfg.temperature})
+        return lm_policy(self.opponent_lm, self.tokenizer, self.task, eval_cfg, self.seed + 1)
+
+    def collect(self, round_idx: int) -> list[Episode]:
+        """The round's games (module docstring): learner seats alternate; the self-play games first."""
+        if not self.ratings:
+            self.rate(0)
+        rng = random.Random(f"{self.seed}/selfplay/{round_idx}")
+        n = self.cfg.episodes_per_round
+        n_self = round(n * self.cfg.self_play_fraction)
+        learner = self.rollout_policy
+        pick = rng.randrange(len(self.pool) + len(self.cfg.pool_scripted))
+        if pick < len(self.pool):
+            opp_round, state = self.pool.snapshots[pick]
+            opponent, opp_name = (self.opponent_policy(state) if n_self < n else None), f"round_{opp_round}"
+        else:
+            opp_name = self.cfg.pool_scripted[pick - len(self.pool)]
+            opponent = scripted_player(self.game_name, opp_name, random.Random(f"{self.seed}/{round_idx}/opponent"))
+        seats, record, info = [], [], []
+        for g in range(n):
+            if g < n_self:
+                seats.append((learner, learner))
+                record.append((True, True))
+                info.append({"opponent": "self"})
+            else:
+                seat = g % 2
+                seats.append((learner, opponent) if seat == 0 else (opponent, learner))
+                record.append((seat == 0, seat == 1))
+                info.append({"opponent": opp_name})
+        seeds = [rng.randrange(2**31) for _ in range(n)]
+        games = gather_lists(play_games(self.make_game, shard(seats), shard(seeds), shard(record), shard(info)))
+        episodes = [ep for rec in games for ep in rec.episodes if ep is not None]
+        self.last_games = games
+        if self.run_dir is not None and is_main():
+            write_episodes(self.run_dir / "rollouts" / f"round_{round_idx:03d}.jsonl", episodes)
+        return episodes
+
+    def update(self, episodes: list[Episode], round_idx: int) -> dict:
+        """Role-conditioned advantages over the round's episodes, PPO's minibatch loop, then the pool and the
+        rating schedule."""
+        returns = torch.tensor([ep.total_return for ep in episodes], dtype=torch.float32)
+        roles = torch.tensor([int(ep.info["seat"]) for ep in episodes], dtype=torch.long)
+        adv, self.baselines = role_advantages(returns, roles, self.baselines, self.cfg.baseline_decay)
+        seqs, seq_adv = [], []
+        for ep, a in zip(episodes, adv.tolist()):
+            if a != 0.0:
+                links = self.link_sequences(ep)
+                seqs, seq_adv = seqs + links, seq_adv + [a] * len(links)
+        pool_eps = [ep for ep in episodes if ep.info.get("opponent") != "self"]
+        logs = {"baseline_seat0": float(self.baselines[0]), "baseline_seat1": float(self.baselines[1]),
+                "invalid_rate": sum(ep.invalid_turns > 0 for ep in episodes) / max(len(episodes), 1),
+                "pool_size": len(self.pool),
+                "score_vs_pool": (sum((ep.total_return > 0) + 0.5 * (ep.total_return == 0) for ep in pool_eps)
+                                  / len(pool_eps)) if pool_eps else float("nan")}
+        if seqs:
+            old, ref = self.old_logprobs(seqs)
+            samples = [Scored(s, lp, lp.new_zeros(0), torch.full_like(lp, a), lp.new_zeros(0), r)
+                       for s, lp, r, a in zip(seqs, old, ref, seq_adv)]
+            logs.update(self.optimize(samples, round_idx))
+        else:
+            logs["train_steps"] = 0
+        done = round_idx + 1
+        if done % self.cfg.snapshot_every == 0:
+            self.pool.add(done, self.policy_lm())
+        if self.cfg.rate_every and (done % self.cfg.rate_every == 0 or done == self.cfg.rounds):
+            logs.update({f"elo_{k}": v for k, v in self.rate(done).items() if k in ("rating", "low", "high")})
+        return logs
+
+    def rate(self, rounds_done: int) -> dict:
+        """The current policy's rating on the game's ladder (`lmrl.ladder.rate`), kept for `elo.csv`."""
+        if not self.cfg.rate_every:
+            return {}
+        from lmrl.ladder import rate
+
+        table = rate({"policy": self.rollout_policy}, self.game_name, games=self.cfg.rating_games, seed=self.seed)
+        row = table.set_index("player").loc["policy"]
+        out = {"round": rounds_done, "rating": float(row["rating"]), "low": float(row["low"]),
+               "high": float(row["high"]), "games": int(row["games"])}
+        self.ratings.append(out)
+        self.logger.log({f"elo/{k}": v for k, v in out.items() if k != "round"}, step=rounds_done)
+        log.info("round %d: Elo %.0f [%.0f, %.0f] on the %s ladder", rounds_done, out["rating"], out["low"],
+                 out["high"], self.game_name)
+        return out
+
+    def trainer_state(self) -> dict:
+        """The online state plus the seat baselines and the ratings so far (the pool goes beside it)."""
+        return {**super().trainer_state(), "baselines": self.baselines.tolist(), "ratings": self.ratings}
+
+    def checkpoint_files(self) -> dict:
+        """The opponent pool, saved in the checkpoint as `opponent_pool.pt`."""
+        return {POOL_FILE.removesuffix(".pt"): self.pool.state()}
+
+    def load_round_state(self, state: dict) -> None:
+        """A resumed run's baselines, ratings and opponent pool, as they were at its checkpoint."""
+        self.baselines = torch.tensor(state["baselines"], dtype=torch.float32)
+        self.ratings = list(state["ratings"])
+        self.pool.load(torch.load(self.checkpointer.latest() / POOL_FILE, map_location="cpu", weights_only=False))
+
+    def write_curve(self) -> None:
+        """rounds.csv/png, and elo.csv/png: the rating (95% interval) against rounds of training."""
+        super().write_curve()
+        if self.run_dir is None or not self.ratings or not is_main():
+            return
+        import pandas as pd
+
+        frame = pd.DataFrame(self.ratings)
+        frame.to_csv(self.run_dir / "elo.csv", index=False)
+        plot_elo(frame, self.run_dir / "elo.png", f"{self.task.name} selfplay (seed {self.seed}): Elo on the ladder")
+
+    def fit(self) -> dict:
+        """The online loop, then the start's and the last rating in the metrics."""
+        metrics = super().fit()
+        if self.ratings:
+            metrics.update(elo_start=self.ratings[0]["rating"], elo_final=self.ratings[-1]["rating"],
+                           elo_final_low=self.ratings[-1]["low"], elo_final_high=self.ratings[-1]["high"])
+        return metrics
+
+
+def plot_elo(frame, path: Path, title: str) -> None:
+    """Rating against rounds with its 95% interval shaded; random play's 1000 marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(frame["round"], frame["rating"], marker="o", label="policy")
+    ax.fill_between(frame["round"], frame["low"], frame["high"], alpha=0.25, label="95% bootstrap interval")
+    ax.axhline(1000, color="grey", linestyle=":", linewidth=1, label="random play (1000)")
+    ax.set_xlabel("rounds of self-play")
+    ax.set_ylabel("Elo")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
