@@ -58,9 +58,9 @@ def rate_checkpoints(task: Task, policies: dict, cfg: DictConfig, out_dir: Path)
     from lmrl.elo import format_table
     from lmrl.envs.two_player import GAMES
 
-    game = cfg.task.env.get("game")
+    game = cfg.task.env.get("game") or (task.name if task.name in GAMES else None)  # task=chess: its own ladder
     if game not in GAMES:
-        raise ValueError(f"rating=true rates players of a two-player game (task=tictactoe or task=kuhn), not "
+        raise ValueError(f"rating=true rates players of a two-player game (task=tictactoe, kuhn or chess), not "
                          f"task={task.name}")
     actors = dict(policies)
     for other, directory in (cfg.rating_with or {}).items():

@@ -2,13 +2,15 @@
 
     python -m lmrl.ladder --game tictactoe --games 200       # random, win-or-block, minimax
     python -m lmrl.ladder --game kuhn --games 200 --out results/ladder   # also <out>/kuhn.{csv,md}
+    python -m lmrl.ladder --game chess --games 20            # random and Stockfish at three strengths
 
 Every pair of players meets in `games` matches, and inside a match the seats alternate (tic-tac-toe's X, Kuhn poker's
-first to act), so no rating carries a seat's advantage.  A match is one game of tic-tac-toe, or 40 hands of Kuhn
-poker (`HANDS`: a single hand rewards winning often, not winning chips).  A match's result is its first-named
-player's score: 1 if its total return is positive, 0.5 if zero, 0 if negative.  Ratings are anchored so that `random` sits at 1000 (`lmrl.elo`).  The scripted players here are the
-fixed rungs a trained checkpoint will be rated against (issue 70: random legal play, a perfect player, and middle
-rungs).
+first to act, chess's White), so no rating carries a seat's advantage.  A match is one game of tic-tac-toe or chess,
+or 40 hands of Kuhn poker (`HANDS`: a single hand rewards winning often, not winning chips).  A match's result is its
+first-named player's score: 1 if its total return is positive, 0.5 if zero, 0 if negative.  Ratings are anchored so
+that `random` sits at 1000 (`lmrl.elo`).  The scripted players (`lmrl.envs.two_player.SCRIPTED`, chess's in
+`lmrl.envs.chess_game`) are the fixed rungs a trained checkpoint is rated against (`rate`): random legal play, a
+perfect, equilibrium or full-strength player, and middle rungs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from lmrl.elo import Result, bootstrap_intervals, count_games, fit_ratings, format_table, ladder_table
+import lmrl.envs.chess_game  # noqa: F401 - registers chess and its Stockfish rungs
 from lmrl.envs.two_player import GAMES, SCRIPTED, Player, TwoPlayerGame, play, scripted_player
 from lmrl.rollout.two_player import Actor, play_games
 
@@ -29,7 +32,7 @@ ANCHOR = "random"
 
 # Games a match lasts: one game of tic-tac-toe; 40 hands of Kuhn poker, whose single hand says little of a
 # strategy's worth (the equilibrium gives up hands by folding, and wins chips over many).
-HANDS = {"tictactoe": 1, "kuhn": 40}
+HANDS = {"tictactoe": 1, "kuhn": 40, "chess": 1}
 
 
 def players_for(game: str, seed: int) -> tuple[Callable[[], TwoPlayerGame], dict[str, Player]]:
@@ -118,7 +121,7 @@ def ladder(results: Sequence[Result], seed: int = 0, n_boot: int = 200) -> pd.Da
 def main(argv: list[str] | None = None) -> int:
     """Play the round robin of `--game`'s scripted players, print the rated table (and write it under `--out`)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--game", default="tictactoe", help="tictactoe or kuhn")
+    parser.add_argument("--game", default="tictactoe", help="tictactoe, kuhn or chess")
     parser.add_argument("--games", type=int, default=200, help="matches per pair of players (half with each first)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="a directory for <game>.csv and <game>.md")

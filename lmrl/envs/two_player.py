@@ -84,14 +84,20 @@ class TwoPlayerGame(abc.ABC):
         if self.done:
             raise RuntimeError("step() called on a finished game; call reset() first")
         player = self.current_player()
-        invalid = action not in self.legal_actions()
+        move = self.canonical(action)
+        invalid = move is None
         if invalid:
             self.forfeited_by = player
             self._finish((-1.0, 1.0) if player == 0 else (1.0, -1.0))
         else:
-            self._apply(action)
+            self._apply(move)
         rewards = self._returns if self.done else (0.0, 0.0)
         return TurnResult(rewards, self.done, {"invalid": invalid, "player": player})
+
+    def canonical(self, action: str) -> str | None:
+        """The legal move `action` names, as `legal_actions()` writes it, or None: here only an exact match (a game
+        with a lenient notation, such as chess's SAN, overrides it)."""
+        return action if action in self.legal_actions() else None
 
     def returns(self) -> tuple[float, float]:
         """Each player's result (they sum to zero); (0, 0) while the game is on."""
