@@ -3,8 +3,6 @@ forfeits on fuzzed text, and Stockfish rungs that beat random play."""
 
 import random
 
-import pytest
-
 import lmrl.envs.chess_game as chess_game
 from lmrl.envs.chess import fen_to_text
 from lmrl.envs.chess_game import ChessGame
