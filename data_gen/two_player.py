@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 from lmrl.data.stats import dataset_stats, write_and_describe
 from lmrl.envs.base import Episode
-from lmrl.envs.two_player import SCRIPTED, VersusEnv, scripted_player, versus_env
+from lmrl.envs.two_player import SCRIPTED, ScriptedVersusEnv, VersusEnv, scripted_player
 
 # The strong scripted player each game's mixture draws its expert moves from.
 EXPERT = {"tictactoe": "minimax", "kuhn": "equilibrium"}
@@ -55,7 +55,7 @@ def generate(episodes: int = DEFAULT_EPISODES, seed: int = 0, game: str = "ticta
         raise ValueError(f"prob_expert must lie in [0, 1], got {prob_expert}")
     if int(episodes) != episodes or episodes < 0:
         raise ValueError(f"episodes must be a non-negative integer, got {episodes}")
-    return _episodes(versus_env(game, opponent), game, int(episodes), seed, float(prob_expert))
+    return _episodes(ScriptedVersusEnv(game, opponent), game, int(episodes), seed, float(prob_expert))
 
 
 def _episodes(env: VersusEnv, game: str, episodes: int, seed: int, prob_expert: float) -> Iterator[Episode]:
@@ -67,7 +67,7 @@ def _episodes(env: VersusEnv, game: str, episodes: int, seed: int, prob_expert: 
 def expert_return(game: str, opponent: str = "random", games: int = ANCHOR_GAMES) -> float:
     """The strong player's mean return over `games` games against `opponent`, seats alternating (the normalization
     maximum)."""
-    env, rng, total = versus_env(game, opponent), random.Random(0), 0.0
+    env, rng, total = ScriptedVersusEnv(game, opponent), random.Random(0), 0.0
     for k in range(games):
         total += play_episode(env, game, rng, k, k % 2, 1.0).total_return
     return total / games

@@ -438,10 +438,11 @@ class VersusEnv(TextEnv):
             self.game.step(self.opponent(self.game))
 
 
-def versus_env(game: str = "tictactoe", opponent: str = "random") -> VersusEnv:
+class ScriptedVersusEnv(VersusEnv):
     """A `VersusEnv` of `game` (a key of `GAMES`) against its scripted player `opponent` (`SCRIPTED[game]`), whose
     RNG each reset reseeds: what `conf/task/tictactoe.yaml` and `conf/task/kuhn.yaml` build."""
-    rng = random.Random()
-    player = scripted_player(game, opponent, rng)
-    return VersusEnv(GAMES[game](), player, rng)
 
+    def __init__(self, game: str = "tictactoe", opponent: str = "random"):
+        rng = random.Random()
+        player = scripted_player(game, opponent, rng)  # names the valid games and players on a bad one
+        super().__init__(GAMES[game](), player, rng)
