@@ -48,14 +48,12 @@ def generate(episodes: int = DEFAULT_EPISODES, seed: int = 0, game: str = "ticta
              prob_expert: float = 0.3) -> Iterator[Episode]:
     """`episodes` mixture-player games of `game` against its scripted `opponent`, deterministic in `seed` (see the
     module docstring).  Parameters are checked before the first episode is asked for."""
-    if game not in SCRIPTED:
-        raise ValueError(f"unknown game {game!r}: choose one of {sorted(SCRIPTED)}")
-    scripted_player(game, opponent, random.Random())  # names the valid opponents on a bad one
     if not 0.0 <= prob_expert <= 1.0:
         raise ValueError(f"prob_expert must lie in [0, 1], got {prob_expert}")
     if int(episodes) != episodes or episodes < 0:
         raise ValueError(f"episodes must be a non-negative integer, got {episodes}")
-    return _episodes(ScriptedVersusEnv(game, opponent), game, int(episodes), seed, float(prob_expert))
+    env = ScriptedVersusEnv(game, opponent)  # names the valid games and opponents on a bad one
+    return _episodes(env, game, int(episodes), seed, float(prob_expert))
 
 
 def _episodes(env: VersusEnv, game: str, episodes: int, seed: int, prob_expert: float) -> Iterator[Episode]:

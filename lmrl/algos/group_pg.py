@@ -108,19 +108,23 @@ class GroupPGTrainer(PPOTrainer):
         ids = {key: g for g, key in enumerate(dict.fromkeys(keys))}
         returns = torch.tensor([ep.total_return for ep in episodes], dtype=torch.float32)
         adv = group_advantages(returns, torch.tensor([ids[k] for k in keys]), self.cfg.normalize).tolist()
-        # an episode as good as its group's mean teaches nothing: its tokens are left out
+        logs = {"groups": len(ids), "episodes_with_signal": sum(a != 0.0 for a in adv)}
+        return {**logs, **self.learn_from(episodes, adv, round_idx)}
+
+    def learn_from(self, episodes: list[Episode], advantages: list[float], round_idx: int) -> dict:
+        """PPO's minibatch loop with each episode's advantage on every token of its moves; an episode with zero
+        advantage teaches nothing and is left out.  Returns the loop's logs (`train_steps` 0 when nothing is left)."""
         seqs, seq_adv = [], []
-        for ep, a in zip(episodes, adv):
+        for ep, a in zip(episodes, advantages):
             if a != 0.0:
                 links = self.link_sequences(ep)
                 seqs, seq_adv = seqs + links, seq_adv + [a] * len(links)
-        logs = {"groups": len(ids), "episodes_with_signal": sum(a != 0.0 for a in adv)}
         if not seqs:
-            return {**logs, "train_steps": 0}
+            return {"train_steps": 0}
         old, ref = self.old_logprobs(seqs)
         samples = [Scored(s, lp, lp.new_zeros(0), torch.full_like(lp, a), lp.new_zeros(0), r)
                    for s, lp, r, a in zip(seqs, old, ref, seq_adv)]
-        return {**logs, **self.optimize(samples, round_idx)}
+        return self.optimize(samples, round_idx)
 
     @torch.no_grad()
     def old_logprobs(self, seqs: list[TokenSequence]) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:

@@ -33,7 +33,6 @@ from lmrl.algos.base import ConfigError
 from lmrl.algos.bc import lm_policy
 from lmrl.algos.group_pg import GroupPGTrainer
 from lmrl.algos.online import OnlineConfig
-from lmrl.algos.ppo import Scored
 from lmrl.algos.sweet_critic import load_lm
 from lmrl.algos.turn_losses import role_advantages
 from lmrl.data.jsonl import write_episodes
@@ -44,7 +43,7 @@ from lmrl.rollout.two_player import play_games
 
 log = logging.getLogger(__name__)
 
-POOL_FILE = "opponent_pool.pt"
+POOL_NAME = "opponent_pool"
 
 
 @dataclass
@@ -160,7 +159,7 @@ class SelfPlayTrainer(GroupPGTrainer):
 
     def collect(self, round_idx: int) -> list[Episode]:
         """The round's games (module docstring): learner seats alternate; the self-play games first."""
-        if not self.ratings:
+        if self.cfg.rate_every and not self.ratings:
             self.rate(0)
         rng = random.Random(f"{self.seed}/selfplay/{round_idx}")
         n = self.cfg.episodes_per_round
@@ -187,7 +186,6 @@ class SelfPlayTrainer(GroupPGTrainer):
         seeds = [rng.randrange(2**31) for _ in range(n)]
         games = gather_lists(play_games(self.make_game, shard(seats), shard(seeds), shard(record), shard(info)))
         episodes = [ep for rec in games for ep in rec.episodes if ep is not None]
-        self.last_games = games
         if self.run_dir is not None and is_main():
             write_episodes(self.run_dir / "rollouts" / f"round_{round_idx:03d}.jsonl", episodes)
         return episodes
@@ -198,24 +196,13 @@ class SelfPlayTrainer(GroupPGTrainer):
         returns = torch.tensor([ep.total_return for ep in episodes], dtype=torch.float32)
         roles = torch.tensor([int(ep.info["seat"]) for ep in episodes], dtype=torch.long)
         adv, self.baselines = role_advantages(returns, roles, self.baselines, self.cfg.baseline_decay)
-        seqs, seq_adv = [], []
-        for ep, a in zip(episodes, adv.tolist()):
-            if a != 0.0:
-                links = self.link_sequences(ep)
-                seqs, seq_adv = seqs + links, seq_adv + [a] * len(links)
         pool_eps = [ep for ep in episodes if ep.info.get("opponent") != "self"]
         logs = {"baseline_seat0": float(self.baselines[0]), "baseline_seat1": float(self.baselines[1]),
                 "invalid_rate": sum(ep.invalid_turns > 0 for ep in episodes) / max(len(episodes), 1),
                 "pool_size": len(self.pool),
                 "score_vs_pool": (sum((ep.total_return > 0) + 0.5 * (ep.total_return == 0) for ep in pool_eps)
                                   / len(pool_eps)) if pool_eps else float("nan")}
-        if seqs:
-            old, ref = self.old_logprobs(seqs)
-            samples = [Scored(s, lp, lp.new_zeros(0), torch.full_like(lp, a), lp.new_zeros(0), r)
-                       for s, lp, r, a in zip(seqs, old, ref, seq_adv)]
-            logs.update(self.optimize(samples, round_idx))
-        else:
-            logs["train_steps"] = 0
+        logs.update(self.learn_from(episodes, adv.tolist(), round_idx))
         done = round_idx + 1
         if done % self.cfg.snapshot_every == 0:
             self.pool.add(done, self.policy_lm())
@@ -225,8 +212,6 @@ class SelfPlayTrainer(GroupPGTrainer):
 
     def rate(self, rounds_done: int) -> dict:
         """The current policy's rating on the game's ladder (`lmrl.ladder.rate`), kept for `elo.csv`."""
-        if not self.cfg.rate_every:
-            return {}
         from lmrl.ladder import rate
 
         table = rate({"policy": self.rollout_policy}, self.game_name, games=self.cfg.rating_games, seed=self.seed)
@@ -245,13 +230,13 @@ class SelfPlayTrainer(GroupPGTrainer):
 
     def checkpoint_files(self) -> dict:
         """The opponent pool, saved in the checkpoint as `opponent_pool.pt`."""
-        return {POOL_FILE.removesuffix(".pt"): self.pool.state()}
+        return {POOL_NAME: self.pool.state()}
 
     def load_round_state(self, state: dict) -> None:
         """A resumed run's baselines, ratings and opponent pool, as they were at its checkpoint."""
         self.baselines = torch.tensor(state["baselines"], dtype=torch.float32)
         self.ratings = list(state["ratings"])
-        self.pool.load(torch.load(self.checkpointer.latest() / POOL_FILE, map_location="cpu", weights_only=False))
+        self.pool.load(torch.load(self.checkpointer.latest() / f"{POOL_NAME}.pt", map_location="cpu", weights_only=False))
 
     def write_curve(self) -> None:
         """rounds.csv/png, and elo.csv/png: the rating (95% interval) against rounds of training."""
