@@ -52,7 +52,9 @@ NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0, "task.moves_per_sequence": 1
                     "algo.task_info.tictactoe": {"keys": ["seat"], "reset": {"seat": "seat"}, "replay": None},
                     "algo.task_info.kuhn": {"keys": ["seat"], "reset": {"seat": "seat"}, "replay": None},
                     # debug=smoke's self-play rating budget (conf/debug/smoke.yaml)
-                    "smoke.rate_every": 1, "smoke.rating_games": 4}
+                    "smoke.rate_every": 1, "smoke.rating_games": 4,
+                    # algo=prompt's prompt cache: how a prompt is read (from a cached prefix), not what is scored
+                    "algo.cache_tokens": 16384}
 # The record's score fields, copied from a run's metrics.
 SCORE_KEYS = ("return_mean", "return_std", "return_stderr", "normalized_score", "success_rate", "invalid_rate",
               "episodes", "episode_length")

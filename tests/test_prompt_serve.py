@@ -136,6 +136,68 @@ def test_score_keeps_every_op_on_the_models_device():
     assert torch.allclose(on_host, on_device)
 
 
+def small_llama(layers: int = 2):
+    """A 2-layer Llama (grouped KV heads, as SmolLM2) with SmolLM2's tokenizer and chat template."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lmrl.models.factory import load_pretrained
+
+    _, tokenizer = load_pretrained("smollm2")
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=layers, num_attention_heads=4,
+                                        num_key_value_heads=2)).eval(), tokenizer
+
+
+def test_prefix_cache_reads_only_what_is_new_and_scores_as_a_whole_prefill():
+    """A game's prompts (one system message, a history growing a turn a step, then cut, as a prompted policy's) score
+    the same with the prompt cache as without it, and with it each prompt after the first is read only from where
+    it parts from an earlier one."""
+    from lmrl.models.chat import ChatModel, render
+
+    model, tokenizer = small_llama()
+    system = {"role": "system", "content": "Rules of the maze, then two example games. " * 20}
+    turns = [f"You are at ({i}, {i + 1}). Walls: north, east.\nACTION: move up\n" for i in range(12)]
+    games = [[system, {"role": "user", "content": "".join(turns[:k])[-400:] + "Your next action:"}]
+             for k in range(1, 12)]
+    replies = ["move up", "move down", "move left", "move right"]
+    whole = ChatModel(model, tokenizer)
+    cached = ChatModel(model, tokenizer, cache_tokens=100_000)
+    a = torch.cat([whole.score([g], replies) for g in games])
+    b = torch.cat([cached.score([g], replies) for g in games])
+    assert torch.allclose(a, b, atol=1e-4), (a - b).abs().max()
+    lengths = [len(tokenizer(render(g, tokenizer), add_special_tokens=False)["input_ids"]) for g in games]
+    prefixes = cached.prefixes
+    assert whole.prefixes.hits == whole.prefixes.reused == 0 and whole.prefixes.read == sum(lengths)
+    assert prefixes.hits == len(games) - 1 and prefixes.reused + prefixes.read == sum(lengths)
+    system_tokens = len(tokenizer(render([system], tokenizer), add_special_tokens=False)["input_ids"])
+    assert prefixes.reused >= (len(games) - 1) * (system_tokens - 8)  # the system message is read once
+
+
+def test_prefix_cache_keeps_its_token_budget_and_never_skips_a_prompts_last_token():
+    """Least recently used caches go once the kept tokens pass the budget; a prompt read before in full is read
+    again from its last token (whose logits the scores need), and gives the same scores."""
+    from lmrl.models.chat import ChatModel
+
+    model, tokenizer = small_llama(layers=1)
+    chat = ChatModel(model, tokenizer, cache_tokens=120)
+    prompts = [[{"role": "user", "content": f"Game {i}: " + "north wall, east door. " * 6}] for i in range(5)]
+    first = torch.cat([chat.score([p], ["move up", "move left"]) for p in prompts])
+    assert sum(map(len, chat.prefixes.entries)) <= 120 and 1 <= len(chat.prefixes.entries) < 5
+    before = chat.prefixes.read
+    again = chat.score([prompts[-1]], ["move up", "move left"])
+    assert chat.prefixes.read == before + 1  # only its last token
+    assert torch.allclose(again, first[-1:], atol=1e-5)
+    off = ChatModel(model, tokenizer, cache_tokens=0)
+    off.score([prompts[0]], ["move up"])
+    assert not off.prefixes.entries
+
+
+def test_prompt_config_rejects_a_negative_cache_budget():
+    with pytest.raises(ConfigError, match="cache_tokens"):
+        typed_config(PromptConfig, OmegaConf.create({"name": "prompt", "cache_tokens": -1}))
+
+
 def test_choose_plays_the_most_likely_action_and_logs_the_scores(tmp_path):
     class Scorer:  # log p of each reply: "move left" most likely
         def score(self, conversations, replies):

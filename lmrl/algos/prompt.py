@@ -88,6 +88,7 @@ class PromptConfig:
     max_choices: int | None = 64
     # Replies scored per forward (the prompt's KV cache is repeated once per reply: memory grows with it).
     choice_batch: int = 64
+    cache_tokens: int = 16384
     # 0 = greedy.
     temperature: float = 0.0
     # Conversations per local generate() call / concurrent HTTP requests.
@@ -117,6 +118,8 @@ class PromptConfig:
             problems.append("shots >= 0, max_new_tokens >= 1, batch_size >= 1 and temperature >= 0 required")
         if (self.max_choices is not None and self.max_choices < 1) or self.choice_batch < 1:
             problems.append("max_choices (or null) and choice_batch must be >= 1")
+        if self.cache_tokens < 0:
+            problems.append(f"cache_tokens must be >= 0 (0: no prompt cache), got {self.cache_tokens}")
         if not 0 < self.pool_fraction <= 1:
             problems.append(f"pool_fraction must be in (0, 1] (got {self.pool_fraction})")
         return problems
@@ -348,7 +351,7 @@ class PromptTrainer:
                               self.cfg.batch_size)
         from lmrl.models.chat import ChatModel
 
-        return ChatModel(self.engine.place(self.model), self.tokenizer, self.seed)
+        return ChatModel(self.engine.place(self.model), self.tokenizer, self.seed, cache_tokens=self.cfg.cache_tokens)
 
     def policies(self, eval_cfg, seed: int) -> dict:
         """The prompted policy: `prompt (choose)` when it picks the most likely legal action (`decode=choose`, or `auto`

@@ -1,8 +1,10 @@
 """`python -m lmrl.bench pretrained` (in `make bench`): what SmolLM2-135M-Instruct costs on this CPU.
 
 Load time (GGUF dequantization), training tokens/s (forward + backward + AdamW step on maze FO
-text, fp32 and bf16 autocast) and generation tokens/s (HF `generate` with a KV cache, greedy,
-at batch 1 and 8).  Writes `results/bench/smollm2.json`.
+text, fp32 and bf16 autocast), generation tokens/s (HF `generate` with a KV cache, greedy,
+at batch 1 and 8), and a prompted maze turn (`algo=prompt` choosing among the 4 moves with the table's prompt:
+rules, 2 example games, the current observation) read whole and from the prompt cache (`PrefixCache`).
+Writes `results/bench/smollm2.json`.
 """
 
 from __future__ import annotations
@@ -58,6 +60,42 @@ def bench_generate(model, tokenizer, batch: int, new_tokens: int, repeats: int) 
             "new_tokens_per_s": batch * new_tokens / seconds}
 
 
+@torch.inference_mode()
+def bench_prompt_cache(model, tokenizer, games: int, repeats: int) -> dict:
+    """Seconds per prompted FO-maze turn (`ChatModel.score` over the 4 moves) with the prompt cache off and on, over
+    the states of `games` dataset games (every other state, up to 12 a game), and how far their scores differ."""
+    import itertools
+
+    from lmrl.algos.prompt import PromptConfig, PromptPolicy, pick_examples
+    from lmrl.gym import compose_task
+    from lmrl.models.chat import ChatModel
+
+    task = compose_task("maze_fo")
+    episodes = list(itertools.islice(task.episodes(), 2000))
+    examples = pick_examples(episodes, 2, 2000, 0.2, 0)
+    moves = [a.strip() for a in task.cfg.actions]
+    result, scores = {"task": "maze_fo", "shots": 2, "moves": len(moves)}, {}
+    for budget in (0, PromptConfig.cache_tokens):
+        times = []
+        for _ in range(repeats):
+            chat = ChatModel(model, tokenizer, cache_tokens=budget)
+            policy = PromptPolicy(chat, PromptConfig(), str(task.cfg.rules), examples, task.history_window,
+                                  choose=True)
+            prompts = [policy.messages(list(ep.turns[:k])) for ep in episodes[10:10 + games]
+                       for k in range(1, min(len(ep.turns), 24), 2)]
+            start = time.perf_counter()
+            scores[budget] = torch.cat([chat.score([m], moves) for m in prompts])
+            times.append((time.perf_counter() - start) / len(prompts))
+        result[f"cache_tokens_{budget}"] = {"seconds_per_turn": statistics.median(times), "turns": len(prompts),
+                                            "tokens_read": chat.prefixes.read, "tokens_reused": chat.prefixes.reused}
+    off, on = scores[0], scores[PromptConfig.cache_tokens]
+    result["max_abs_score_difference"] = float((off - on).abs().max())
+    result["same_choice"] = float((off.argmax(-1) == on.argmax(-1)).float().mean())
+    result["speedup"] = (result["cache_tokens_0"]["seconds_per_turn"]
+                         / result[f"cache_tokens_{PromptConfig.cache_tokens}"]["seconds_per_turn"])
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
@@ -72,6 +110,7 @@ def main() -> None:
         "load_seconds": load_seconds,
         "generate": [bench_generate(model, tokenizer, b, 32, args.repeats) for b in (1, 8)],
         "train": [bench_train(model, tokenizer, 4, 128, args.repeats, bf16) for bf16 in (False, True)],
+        "prompt_cache": bench_prompt_cache(model, tokenizer, games=3, repeats=1),
         "machine": {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                     "platform": platform.platform(), "torch": torch.__version__},
     }

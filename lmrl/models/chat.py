@@ -14,7 +14,9 @@ stream them.  Any model with the sampler's calling convention works, value-guide
 
 from __future__ import annotations
 
+import copy
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
@@ -32,13 +34,66 @@ def render(messages: Sequence[dict], tokenizer) -> str:
     return "".join(m["content"] if m["content"].endswith("\n") else m["content"] + "\n" for m in messages)
 
 
-class ChatModel:
-    """Batched completions (greedy at temperature 0, else sampling), prompts left-truncated to fit."""
+class PrefixCache:
+    """The KV caches of recent prompts, so that a prompt which starts like one read before is read only from where
+    they part.  A prompted policy's prompts share most of their tokens: the rules and example episodes open every
+    one (on FO maze 867 of a turn's ~900 tokens), and a game's prompt grows by one turn a step until its history is
+    cut.  Least recently used caches go first once their tokens pass `max_tokens` (0: keep none); a cache costs
+    2 x layers x KV heads x head size values a token (SmolLM2-135M in fp32: 46 KB)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, seed: int = 0):
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self.entries: OrderedDict[tuple[int, ...], object] = OrderedDict()
+        self.hits = self.reused = self.read = 0  # prompts that reused a cache, their tokens reused, tokens read
+
+    def lookup(self, ids: Sequence[int]) -> tuple[int, object | None]:
+        """The longest cached prefix of `ids` shorter than `ids` (its last token is read again for its logits),
+        as (length, a copy of its cache cut to that length); (0, None) when none shares a token."""
+        best, key = 0, None
+        for entry in self.entries:
+            n = min(len(entry), len(ids) - 1)
+            same = next((i for i in range(n) if entry[i] != ids[i]), n)
+            if same > best:
+                best, key = same, entry
+        if key is None:
+            return 0, None
+        self.entries.move_to_end(key)
+        cache = copy.deepcopy(self.entries[key])
+        if best < len(key):
+            cache.crop(best - len(key))  # a negative count: the tokens to drop (what every transformers version takes)
+        return best, cache
+
+    def store(self, ids: Sequence[int], cache) -> None:
+        """Keep a copy of the cache of the whole prompt `ids`, evicting the least recently used over budget."""
+        if self.max_tokens <= 0 or len(ids) > self.max_tokens or not getattr(cache, "is_croppable", True):
+            return
+        self.entries[tuple(ids)] = copy.deepcopy(cache)
+        self.entries.move_to_end(tuple(ids))
+        while sum(map(len, self.entries)) > self.max_tokens:
+            self.entries.popitem(last=False)
+
+    def prefill(self, model: torch.nn.Module, ids: Sequence[int], device) -> tuple[torch.Tensor, object]:
+        """Read the prompt `ids` from its longest cached prefix on: (the last position's logits [1, 1, vocab], the
+        whole prompt's cache), the cache kept for later prompts."""
+        start, cache = self.lookup(ids)
+        out = model(input_ids=torch.tensor([list(ids[start:])], device=device), past_key_values=cache,
+                    use_cache=True, logits_to_keep=1)
+        self.hits += start > 0
+        self.reused, self.read = self.reused + start, self.read + len(ids) - start
+        self.store(ids, out.past_key_values)
+        return out.logits, out.past_key_values
+
+
+class ChatModel:
+    """Batched completions (greedy at temperature 0, else sampling), prompts left-truncated to fit.  `score` reads
+    each prompt from the longest prefix it shares with a recent one (`PrefixCache`, `cache_tokens` tokens of KV
+    cache kept; 0 reads every prompt whole)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, seed: int = 0, cache_tokens: int = 0):
         self.model, self.tokenizer = model.eval(), tokenizer
         self.chat = bool(getattr(tokenizer, "chat_template", None))
         self.seed = seed
+        self.prefixes = PrefixCache(cache_tokens)
         self.lock = threading.Lock()  # one generation at a time (the server is threaded)
 
     def complete(self, conversations: Sequence[Sequence[dict]], max_new_tokens: int = 32,
@@ -72,7 +127,8 @@ class ChatModel:
 
     def score(self, conversations: Sequence[Sequence[dict]], replies: Sequence[str]) -> torch.Tensor:
         """log p(reply | conversation) of every reply to every conversation, [conversations, replies]: each
-        prompt is read once and its KV cache shared by the replies, so a turn costs about one prefill."""
+        prompt is read once (from where it parts from a cached one) and its KV cache shared by the replies, so a turn
+        costs about one prefill of what is new in its prompt."""
         tok = self.tokenizer
         conts = [self.reply_ids(r) for r in replies]
         if not all(conts):
@@ -86,11 +142,10 @@ class ChatModel:
         with self.lock, torch.inference_mode():
             for conversation in conversations:
                 ids = tok(render(conversation, tok), add_special_tokens=not self.chat)["input_ids"][-limit:]
-                out = self.model(input_ids=torch.tensor([ids], device=device), use_cache=True, logits_to_keep=1)
-                cache = out.past_key_values
+                last, cache = self.prefixes.prefill(self.model, ids, device)
                 cache.batch_repeat_interleave(len(conts))
                 rest = self.model(input_ids=cont, past_key_values=cache, use_cache=False).logits
-                logits = torch.cat([out.logits[:, -1:].expand(len(conts), -1, -1), rest[:, :-1]], dim=1)
+                logits = torch.cat([last[:, -1:].expand(len(conts), -1, -1), rest[:, :-1]], dim=1)
                 logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, cont[..., None])[..., 0]
                 scores.append((logp * valid).sum(-1))
         return torch.stack(scores).cpu()
