@@ -11,8 +11,10 @@ Rules of the text:
   `mark 1 1` cut off before its newline is not a move);
 - any string is accepted by `step`.  **Invalid-move rule:** a string that is not a legal move (unparseable, or
   well-formed but illegal here, such as an occupied cell or `call` with no bet to call) forfeits the game at once:
-  the player who sent it gets -1, the other +1, and the step's `info["invalid"]` is True.  The forfeit is -1 in
-  both games: in Kuhn poker that is what folding would cost, never more than the ante;
+  the player who sent it loses the game's `forfeit_loss`, the other wins it, and the step's `info["invalid"]` is
+  True.  It is the most a game can be lost by, so no invalid move is ever cheaper than a legal one: 1 in tic-tac-toe
+  (a loss) and 2 chips in Kuhn poker (a called bet; at 1, a fold's price, self-play learnt to forfeit instead of
+  folding);
 - tic-tac-toe: X (player 0) moves first; a move is `mark <row> <col>\\n` with rows 1-3 from the top and columns
   1-3 from the left (`mark 1 3\\n` is the top-right cell); a line of three wins (+1 / -1), a full board draws (0);
 - Kuhn poker: cards J < Q < K, one to each player; each antes 1; player 0 acts first with `check\\n` or `bet\\n`
@@ -52,6 +54,8 @@ class TwoPlayerGame(abc.ABC):
 
     # The most moves (legal ones) a game can last.
     max_length: int
+    # What an invalid move costs its sender (the other player wins it): the most the game can be lost by.
+    forfeit_loss: float = 1.0
 
     def __init__(self):
         self.done = True
@@ -80,7 +84,7 @@ class TwoPlayerGame(abc.ABC):
 
     def step(self, action: str) -> TurnResult:
         """Play `action` for the player to move.  Any string is accepted: one that is not exactly a legal move
-        forfeits the game (-1 for the mover, +1 for the other, `info["invalid"]`)."""
+        forfeits the game (-forfeit_loss for the mover, +forfeit_loss for the other, `info["invalid"]`)."""
         if self.done:
             raise RuntimeError("step() called on a finished game; call reset() first")
         player = self.current_player()
@@ -88,7 +92,8 @@ class TwoPlayerGame(abc.ABC):
         invalid = move is None
         if invalid:
             self.forfeited_by = player
-            self._finish((-1.0, 1.0) if player == 0 else (1.0, -1.0))
+            loss = float(self.forfeit_loss)
+            self._finish((-loss, loss) if player == 0 else (loss, -loss))
         else:
             self._apply(move)
         rewards = self._returns if self.done else (0.0, 0.0)
@@ -226,6 +231,7 @@ class KuhnPoker(TwoPlayerGame):
     """Kuhn poker: three cards, ante 1, one betting round of a 1-chip bet; player 0 acts first."""
 
     max_length = 3
+    forfeit_loss = 2.0  # a called bet's pot: an invalid move never costs less than folding would
 
     def __init__(self):
         super().__init__()

@@ -128,10 +128,17 @@ def test_kuhn_legal_moves_and_turns():
     assert kuhn(("Q", "K"), "bet\n").legal_actions() == ["call\n", "fold\n"]
 
 
-def test_kuhn_call_without_a_bet_forfeits_one_chip():
+def test_kuhn_invalid_moves_forfeit_two_chips_more_than_any_fold():
+    """A forfeit costs the most a hand can lose (2), so it is never cheaper than folding (1): at 1 chip a self-play
+    policy learnt to answer bets with junk instead of folding."""
     game = kuhn(("K", "J"))
     result = game.step("call\n")
-    assert result.info["invalid"] and game.returns() == (-1.0, 1.0)
+    assert result.info["invalid"] and game.returns() == (-2.0, 2.0) and game.winner == 1
+    folded = kuhn(("K", "J"), "bet\n", "fold\n")
+    assert folded.returns() == (1.0, -1.0)
+    junk = kuhn(("K", "J"), "bet\n")
+    junk.step("check\n")  # not a move facing a bet
+    assert junk.returns() == (2.0, -2.0) and junk.forfeited_by == 1
 
 
 def test_kuhn_observation_shows_only_the_players_own_card():
@@ -254,7 +261,7 @@ def test_versus_env_invalid_move_forfeits_and_needs_a_reset():
     env = VersusEnv(KuhnPoker(), random_legal(random.Random(0)))
     env.reset(seed=3, options={"seat": 0})
     result = env.step("raise\n")
-    assert result.terminated and result.reward == -1.0 and result.info["invalid"]
+    assert result.terminated and result.reward == -2.0 and result.info["invalid"]
     with pytest.raises(RuntimeError):
         env.step("check\n")
     assert env.eval_reset_options() == [{"seat": 0}, {"seat": 1}]

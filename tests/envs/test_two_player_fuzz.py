@@ -1,5 +1,5 @@
-"""Fuzz the two-player games with arbitrary strings: never raise, an invalid move forfeits (-1 for the sender, +1 for
-the other, `info["invalid"]`), random legal games end within `max_length` and are zero-sum."""
+"""Fuzz the two-player games with arbitrary strings: never raise, an invalid move forfeits (the game's `forfeit_loss`
+lost by the sender and won by the other, `info["invalid"]`), random legal games end within `max_length` and are zero-sum."""
 
 import random
 
@@ -60,7 +60,8 @@ def test_fuzz_corpus_is_large_and_invalid(game_class):
 
 def assert_forfeit(game, result, mover: int) -> None:
     """The step ended the game with `mover` losing by forfeit."""
-    expected = (-1.0, 1.0) if mover == 0 else (1.0, -1.0)
+    loss = game.forfeit_loss
+    expected = (-loss, loss) if mover == 0 else (loss, -loss)
     assert result.info["invalid"] and result.info["player"] == mover and result.done and game.done
     assert result.rewards == expected and game.returns() == expected and game.winner == 1 - mover
     assert game.legal_actions() == [] and all(game.observation(p).endswith("\n") for p in (0, 1))
@@ -117,17 +118,17 @@ def test_play_with_a_junk_player_ends_in_its_forfeit(game_class):
         players = [random_legal(rng), random_legal(rng)]
         players[seat] = lambda game: random_unicode(rng, 5)
         returns = play(game_class(), players, seed=7)
-        assert returns[seat] == -1.0 and sum(returns) == 0
+        assert returns[seat] == -game_class.forfeit_loss and sum(returns) == 0
 
 
 @pytest.mark.parametrize("game_class", GAMES)
 def test_versus_env_takes_any_string_in_either_seat(game_class):
-    """Through `VersusEnv` (the agent's seat against a random opponent) every non-move forfeits at once: -1, the
+    """Through `VersusEnv` (the agent's seat against a random opponent) every non-move forfeits at once: -forfeit_loss, the
     game over, `info["invalid"]`, and the history ends with the agent's text and its final observation."""
     rng = random.Random(2)
     env = VersusEnv(game_class(), random_legal(rng))
     for i, action in enumerate(fuzz_strings(game_class, n=2_000, seed=5)):
         env.reset(seed=i, options={"seat": i % 2})
         result = env.step(action)
-        assert result.terminated and result.reward == -1.0 and result.info["invalid"], repr(action)
+        assert result.terminated and result.reward == -game_class.forfeit_loss and result.info["invalid"], repr(action)
         assert result.history[-2] == Text(action, True) and not result.history[-1].is_action
