@@ -25,6 +25,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import torch
 from omegaconf import OmegaConf
@@ -259,15 +260,20 @@ class SelfPlayTrainer(GroupPGTrainer):
 
 
 def plot_elo(frame, path: Path, title: str) -> None:
-    """Rating against rounds with its 95% interval shaded; random play's 1000 marked."""
+    """Rating against rounds with its 95% interval shaded, one line per seed where `frame` has a `seed` column;
+    random play's 1000 marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(frame["round"], frame["rating"], marker="o", label="policy")
-    ax.fill_between(frame["round"], frame["low"], frame["high"], alpha=0.25, label="95% bootstrap interval")
+    groups = list(frame.groupby("seed")) if "seed" in frame else [(None, frame)]
+    for seed, rows in groups:
+        label = "policy" if seed is None else f"seed {seed}"
+        line, = ax.plot(rows["round"], rows["rating"], marker="o", markersize=3, label=label)
+        ax.fill_between(rows["round"], rows["low"], rows["high"], alpha=0.15 if len(groups) > 1 else 0.25,
+                        color=line.get_color(), label="95% bootstrap interval" if seed is None else None)
     ax.axhline(1000, color="grey", linestyle=":", linewidth=1, label="random play (1000)")
     ax.set_xlabel("rounds of self-play")
     ax.set_ylabel("Elo")
@@ -276,3 +282,51 @@ def plot_elo(frame, path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def collect_curves(records: Sequence[Path]):
+    """The Elo curves of finished self-play runs, from their records (`records.dir`): one row per rating point, with
+    the game, the seed, and the commit (`+dirty` for a dirty tree), precision and machine the record names, so a
+    curve says which code and machine produced it."""
+    import json
+
+    import pandas as pd
+
+    from lmrl.report import machine_of
+
+    frames = []
+    for path in records:
+        record = json.loads(Path(path).read_text())
+        elo = Path(record["run_dir"]) / "elo.csv"
+        if record.get("algo") != "selfplay" or not elo.is_file():
+            raise ValueError(f"{path}: not the record of a finished self-play run with an elo.csv ({elo})")
+        frame = pd.read_csv(elo)
+        commit = str(record.get("git_commit") or "?")[:7] + ("+dirty" if record.get("git_dirty") else "")
+        frame.insert(0, "game", record["task"])
+        frame = frame.assign(seed=record["seed"], commit=commit, precision=record.get("precision") or "?",
+                             machine=machine_of(record))
+        frames.append(frame.round({"rating": 1, "low": 1, "high": 1}))
+    return pd.concat(frames, ignore_index=True).sort_values(["seed", "round"], kind="stable")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m lmrl.algos.selfplay curves RECORD.json... --out results/curves/kuhn_selfplay`: the runs' Elo curves in
+    one CSV and one plot (`<out>.csv`, `<out>.png`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m lmrl.algos.selfplay", description=main.__doc__)
+    parser.add_argument("command", choices=["curves"])
+    parser.add_argument("records", nargs="+", type=Path, help="the runs' records (records.dir/<task>__selfplay__*.json)")
+    parser.add_argument("--out", type=Path, required=True, help="the output path without its extension")
+    args = parser.parse_args(argv)
+    frame = collect_curves(args.records)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(args.out.with_suffix(".csv"), index=False)
+    seeds = sorted(frame["seed"].unique())
+    plot_elo(frame, args.out.with_suffix(".png"), f"{frame['game'].iloc[0]} selfplay, seeds {seeds}: Elo on the ladder")
+    print(frame.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

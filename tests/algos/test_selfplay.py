@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 
+import pandas as pd
 import pytest
 import torch
 
@@ -190,3 +191,32 @@ def test_pool_scripted_names_must_be_the_games_players(tmp_path):
                             cwd=ROOT, env=cli_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
     assert "pool_scripted: ['always_bet'] are not tictactoe players; choose among" in result.stderr
+
+
+def test_curves_gathers_each_runs_ratings_with_its_provenance(tmp_path):
+    """`python -m lmrl.algos.selfplay curves`: every run's elo.csv in one table, each row naming its seed, commit
+    (dirty marked), precision and machine, and one plot; a record of another algorithm is refused."""
+    from lmrl.algos.selfplay import main
+
+    records = []
+    for seed, dirty in ((0, False), (1, True)):
+        run = tmp_path / f"run{seed}"
+        run.mkdir()
+        (run / "elo.csv").write_text("round,rating,low,high,games\n0,1000.04,950,1050,10\n5,1100,1040,1160,10\n")
+        record = tmp_path / f"kuhn__selfplay__s{seed}.json"
+        record.write_text(json.dumps({"task": "kuhn", "algo": "selfplay", "seed": seed, "run_dir": str(run),
+                                      "git_commit": "0123456789abcdef", "git_dirty": dirty, "precision": "fp32",
+                                      "cpu_model": "AMD EPYC", "cpu_bf16": False, "gpu": None}))
+        records.append(str(record))
+    out = tmp_path / "curves" / "kuhn_selfplay"
+    assert main(["curves", *records, "--out", str(out)]) == 0
+    frame = pd.read_csv(out.with_suffix(".csv"))
+    assert list(frame.columns) == ["game", "round", "rating", "low", "high", "games", "seed", "commit", "precision",
+                                   "machine"]
+    assert frame["seed"].tolist() == [0, 0, 1, 1] and frame["rating"].tolist()[0] == 1000.0
+    assert frame["commit"].tolist() == ["0123456"] * 2 + ["0123456+dirty"] * 2
+    assert set(frame["machine"]) == {"AMD EPYC (no bf16)"} and out.with_suffix(".png").stat().st_size > 1000
+    other = tmp_path / "bc.json"
+    other.write_text(json.dumps({"task": "kuhn", "algo": "bc", "seed": 0, "run_dir": str(tmp_path / "run0")}))
+    with pytest.raises(ValueError, match="not the record of a finished self-play run"):
+        main(["curves", str(other), "--out", str(out)])
