@@ -420,6 +420,38 @@ def group_pg_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware
                      frozen=frozen_bytes(shape.params, hw) if kl else 0.0, data=(round_tokens(data, algo), None))
 
 
+def archer_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation) -> Stage:
+    """ArCHer (`lmrl.algos.archer`): per round, rollouts and the critic's no-grad fit on their turns; then
+    `updates_per_round` steps, each on `batch_size` transitions drawn from the replay buffer: one fresh turn of the
+    actor sampled at every drawn state, the target critic on the next states and on (state, fresh turn), the critic
+    trained on (state, turn).  After `warmup_rounds`, every `actor_every`-th step adds the critic on (state, fresh
+    turn), the actor trained on [state; fresh turn] and, with `kl_coef` > 0, the frozen BC stage on it.  Transitions
+    are drawn uniformly, so their lengths are the dataset's turns'; next states are taken as long as states.  The
+    critic's trunk has the policy's shape (it starts from the BC stage), as has its target copy."""
+    rounds, batch, updates = algo["rounds"], algo["batch_size"], algo["updates_per_round"]
+    steps = rounds * updates
+    actor_steps = max(0, rounds - algo["warmup_rounds"]) * math.ceil(updates / algo.get("actor_every", 1))
+    turns = [(p, a) for e in data.sample for p, a in zip(e.prompts, e.actions)]
+    states, pairs = [p for p, _ in turns], [p + a for p, a in turns]
+    mean_state, mean_action = float(np.mean(states)), float(np.mean([a for _, a in turns]))
+    padded_states, padded_pairs = batch * expected_max(states, batch), batch * expected_max(pairs, batch)
+    per_round = algo["episodes_per_round"] * data.per_episode(lambda e: len(e.actions))
+    kl = algo.get("kl_coef", 0) > 0
+    flops = {"rollout": rollout_flops(shape, data, rounds * algo["episodes_per_round"]),
+             "critic_fit": rounds * 2 * shape.body * per_round * mean_state,
+             "sample": steps * batch * sample_flops(shape, mean_state, mean_action),
+             "target": steps * 2 * shape.body * (padded_states + padded_pairs),
+             "critic": steps * 6 * shape.body * padded_pairs,
+             "actor": actor_steps * (2 * shape.body + 6 * shape.lm) * padded_pairs,
+             **({"reference": actor_steps * 2 * shape.lm * padded_pairs} if kl else {})}
+    tokens = (steps + actor_steps) * padded_pairs
+    # trained: the actor and the critic's trunk; frozen: the target trunk and, with the KL term, the BC stage
+    frozen = frozen_bytes(shape.body, hw) + (frozen_bytes(shape.params, hw) if kl else 0.0)
+    return new_stage("archer", flops, tokens, shape.params + shape.body, hw,
+                     online_phases(shape, hw, algo, gen, max(pairs)), frozen=frozen,
+                     data=(round_tokens(data, algo), None))
+
+
 def online_bc_stage(shape: ModelShape, data: TaskTokens, algo: dict, hw: Hardware, gen: Generation) -> Stage:
     """Online %BC: per round, rollouts, then BC on the round's top `top_fraction` episodes."""
     kept = data.top(algo["top_fraction"])
@@ -556,6 +588,8 @@ LAYOUTS: dict[str, Callable[..., list[Stage]]] = {
     "GroupPGTrainer": lambda shape, data, algo, hw, gen: with_bc_stage(
         algo, shape, data, hw, group_pg_stage(shape, data, algo, hw, gen)),
     "SweetTrainer": sweet_stages,
+    "ArcherTrainer": lambda shape, data, algo, hw, gen: with_bc_stage(
+        algo, shape, data, hw, archer_stage(shape, data, algo, hw, gen)),
     # the prompted baseline trains nothing
     "PromptTrainer": lambda shape, data, algo, hw, gen: [],
 }

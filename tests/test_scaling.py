@@ -167,6 +167,28 @@ def test_group_pg_step_cap():
     assert len({c.flops["score"] for c in cost.values()}) == 1
 
 
+def test_archer_rounds_by_hand():
+    """ArCHer on windowed_sample's turns (all 30 prompt + 5 action tokens): 2 rounds of 3 steps of 4 transitions, the
+    first round critic-only, then the actor on every other step."""
+    archer = online_stage("ArcherTrainer", updates_per_round=3, warmup_rounds=1, actor_every=2)
+    # 6 steps; actor steps (2 - 1) x ceil(3 / 2) = 2; a step pads 4 states to 30 tokens (120), 4 pairs to 35 (140)
+    #   rollout: PPO's (test_ppo_rounds_by_hand), 98,716,508,160
+    #   critic_fit: 2 rounds x 2 x 85,056,000 x 8 turns x 30 = 81,653,760,000
+    #   sample: 6 x 4 x (2 x 85,056,000 x (30 + 4) + 2 x 768 x 50,257 x 5) = 24 x 6,169,781,760 = 148,074,762,240
+    #   target: 6 x 2 x 85,056,000 x (120 + 140) = 265,374,720,000; critic: 6 x 6 x 85,056,000 x 140
+    #   actor: 2 x (2 x 85,056,000 + 6 x 123,653,376) x 140; reference (kl_coef 0.05): 2 x 2 x 123,653,376 x 140
+    assert archer.flops == pytest.approx({"rollout": 98_716_508_160, "critic_fit": 81_653_760_000,
+                                          "sample": 148_074_762_240, "target": 265_374_720_000,
+                                          "critic": 428_682_240_000, "actor": 255_369_031_680,
+                                          "reference": 69_245_890_560})
+    assert archer.tokens == (6 + 2) * 140
+    # trained: the policy and the critic's trunk; frozen: the target trunk and the BC stage (fp32)
+    assert archer.static["weights"] == (124_439_808 + 85_056_000) * 4
+    assert archer.static["frozen"] == (85_056_000 + 124_439_808) * 4
+    plain = online_stage("ArcherTrainer", updates_per_round=3, warmup_rounds=2, actor_every=1, kl_coef=0.0)
+    assert plain.flops["actor"] == 0 and "reference" not in plain.flops and plain.static["frozen"] == 85_056_000 * 4
+
+
 def sweet_algo(**changes) -> dict:
     """SWEET-RL on windowed_sample's 2,000 turns: 10 actor steps of 2 pairs, 4 candidates a turn (2 pairs kept), half
     the turns; the critic 5 steps of 2 trajectory pairs, one turn of each trajectory with gradients."""
@@ -321,10 +343,10 @@ def test_dry_run_costs_the_turn_level_methods(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LMRL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = run_dry(capsys, ["experiment=table2_small", f"records.dir={tmp_path}", "task.data.recipe.episodes=30",
-                           "--dry-run", "--plan-sample", "12", "--only", "task=maze_po", "algo=sweet,group_pg",
-                           "seed=0"])
+                           "sweep.skip=null", "--dry-run", "--plan-sample", "12", "--only", "task=maze_po",
+                           "algo=sweet,group_pg,archer", "seed=0"])
     rows = {ln.split()[1]: ln.split() for ln in out.splitlines() if ln.startswith("maze_po ")}
-    assert set(rows) == {"sweet", "group_pg"} and "no cost layout" not in out
+    assert set(rows) == {"sweet", "group_pg", "archer"} and "no cost layout" not in out
     assert all(float(r[7]) > 0 for r in rows.values())  # PFLOP
 
 
