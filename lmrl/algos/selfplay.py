@@ -322,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     frame = collect_curves(args.records)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(args.out.with_suffix(".csv"), index=False)
-    seeds = sorted(frame["seed"].unique())
+    seeds = ", ".join(str(int(s)) for s in sorted(frame["seed"].unique()))
     plot_elo(frame, args.out.with_suffix(".png"), f"{frame['game'].iloc[0]} selfplay, seeds {seeds}: Elo on the ladder")
     print(frame.to_string(index=False))
     return 0
