@@ -129,11 +129,17 @@ def test_score_keeps_every_op_on_the_models_device():
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
     conversation = [[{"role": "user", "content": "Which way?"}]]
     on_host = ChatModel(model, tokenizer).score(conversation, ["move up", "move left"])
+    longer = [[{"role": "user", "content": "Which way? The wall is north."}]]
+    on_host_longer = ChatModel(model, tokenizer).score(longer, ["move up", "move left"])
     with device_check() as violations:
         model.to(DEVICE)
         on_device = ChatModel(model, tokenizer).score(conversation, ["move up", "move left"])
+        cached = ChatModel(model, tokenizer, cache_tokens=10_000)  # the prompt cache's copies and crops, on device
+        cached.score(conversation, ["move up", "move left"])
+        on_device_longer = cached.score(longer, ["move up", "move left"])
     assert not violations, report(violations)
-    assert torch.allclose(on_host, on_device)
+    assert cached.prefixes.hits == 1
+    assert torch.allclose(on_host, on_device) and torch.allclose(on_host_longer, on_device_longer, atol=1e-5)
 
 
 def small_llama(layers: int = 2):
