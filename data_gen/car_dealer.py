@@ -275,6 +275,31 @@ def _episodes(episodes: int, seed: int, mix: SellerMix, attempts_per_task: int =
         yield play(env, rng, kind, mix, seed=buyer_seed)
 
 
+DUEL_EPISODES = 4000
+
+
+def generate_duel(episodes: int = DUEL_EPISODES, seed: int = 0, opponent: str = "mix") -> Iterator[Episode]:
+    """`episodes` episodes of Car Dealer's duel (`lmrl.envs.dialogue.car_dealer_game`), both sides of each
+    conversation (the seller's episode first), played by its scripted players `opponent` (`mix`: the dataset's
+    sellers against the rule buyer): the BC data of `task=car_dealer_duel`.  Deterministic in `seed`; a smaller set is
+    a prefix of a larger one."""
+    from lmrl.envs.dialogue.car_dealer_game import CarDealerGame
+    from lmrl.envs.two_player import scripted_player
+    from lmrl.rollout.two_player import play_games
+
+    episodes = question_games.check_episodes(episodes)
+    scripted_player("car_dealer", opponent, random.Random(0))  # names the valid players on a bad one
+
+    def play_all() -> Iterator[Episode]:
+        for index in range((episodes + 1) // 2):
+            rng = random.Random(f"lmrl-car-duel:{seed}:{index}")
+            player = scripted_player("car_dealer", opponent, rng)
+            record = play_games(CarDealerGame, [(player, player)], [rng.randrange(2**31)])[0]
+            yield from record.episodes[: episodes - 2 * index]
+
+    return play_all()
+
+
 def expert_returns(seed: int = 0) -> np.ndarray:
     """The expert's return against each eval buyer (env seed = buyer index, as the evaluation)."""
     env = CarDealerEnv()

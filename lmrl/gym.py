@@ -54,6 +54,7 @@ ENV_IDS: dict[str, str] = {
     # one seat of a two-player game against the task's scripted opponent
     "tictactoe": "lmrl/TicTacToeVsScripted-v0",
     "kuhn": "lmrl/KuhnVsScripted-v0",
+    "car_dealer_duel": "lmrl/CarDealerDuelVsScripted-v0",
 }
 
 # Printable ASCII, Latin-1 and Latin Extended-A (the accented letters of city names: São Paulo, Kraków), typographic

@@ -24,6 +24,7 @@ import pandas as pd
 
 from lmrl.elo import Result, bootstrap_intervals, count_games, fit_ratings, format_table, ladder_table
 import lmrl.envs.chess_game  # noqa: F401 - registers chess and its Stockfish rungs
+import lmrl.envs.dialogue.car_dealer_game  # noqa: F401 - registers car_dealer (general-sum: seat_scores, no ladder)
 from lmrl.envs.two_player import GAMES, SCRIPTED, Player, TwoPlayerGame, play, scripted_player
 from lmrl.rollout.two_player import Actor, play_games
 
@@ -40,6 +41,9 @@ def players_for(game: str, seed: int) -> tuple[Callable[[], TwoPlayerGame], dict
     RNG."""
     if game not in SCRIPTED:
         raise ValueError(f"unknown game {game!r}: choose one of {', '.join(SCRIPTED)}")
+    if not GAMES[game].zero_sum:
+        raise ValueError(f"{game} is general-sum: no Elo ladder rates its players (seat_scores scores each side "
+                         "against its scripted players)")
     return GAMES[game], {name: scripted_player(game, name, random.Random(seed * 1000 + k))
                          for k, name in enumerate(SCRIPTED[game])}
 
@@ -109,6 +113,27 @@ def rate(actors: dict[str, Actor], game: str, games: int = 100, seed: int = 0, r
         opponents = {**rungs, **{other: actors[other] for other in names[i + 1 :]}}
         results += matches_against(actors[name], name, make_game, opponents, games, HANDS[game], seed + i)
     return ladder(results, seed=seed, n_boot=n_boot)
+
+
+def seat_scores(actor: Actor, game: str, opponent: str = "expert", games: int = 100, seed: int = 0) -> dict:
+    """`actor`'s mean return and its standard error in each seat against `game`'s scripted `opponent`, `games`
+    games a seat: the measure of a general-sum game (Car Dealer's duel), whose returns no Elo rating summarises.
+    Keys `seat<k>`, `seat<k>_se` and `seat<k>_positive` (the share of games with a positive return)."""
+    make_game = GAMES[game]
+    opp = scripted_player(game, opponent, random.Random(f"{seed}/seat_scores/{opponent}"))
+    seats = [(actor, opp)] * games + [(opp, actor)] * games
+    record = [(True, False)] * games + [(False, True)] * games
+    rng = random.Random(f"{seed}/seat_scores")
+    seeds = [rng.randrange(2**31) for _ in range(games)] * 2
+    played = play_games(make_game, seats, seeds, record)
+    out = {}
+    for seat in (0, 1):
+        returns = [rec.returns[seat] for rec in played[seat * games:(seat + 1) * games]]
+        mean = sum(returns) / games
+        var = sum((r - mean) ** 2 for r in returns) / max(games - 1, 1)
+        out.update({f"seat{seat}": mean, f"seat{seat}_se": (var / games) ** 0.5,
+                    f"seat{seat}_positive": sum(r > 0 for r in returns) / games})
+    return out
 
 
 def ladder(results: Sequence[Result], seed: int = 0, n_boot: int = 200) -> pd.DataFrame:

@@ -51,6 +51,7 @@ NEUTRAL_DEFAULTS = {"algo.rerank_temperature": 0.0, "task.moves_per_sequence": 1
                     # ... and its entries for the two-player games (task=tictactoe, task=kuhn)
                     "algo.task_info.tictactoe": {"keys": ["seat"], "reset": {"seat": "seat"}, "replay": None},
                     "algo.task_info.kuhn": {"keys": ["seat"], "reset": {"seat": "seat"}, "replay": None},
+                    "algo.task_info.car_dealer_duel": {"keys": ["seat"], "reset": {"seat": "seat"}, "replay": None},
                     # debug=smoke's self-play rating budget (conf/debug/smoke.yaml)
                     "smoke.rate_every": 1, "smoke.rating_games": 4,
                     # algo=prompt's prompt cache: how a prompt is read (from a cached prefix), not what is scored

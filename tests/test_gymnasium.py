@@ -37,8 +37,8 @@ def make(task: str, **kwargs) -> gymnasium.Env:
 def test_every_task_is_registered_under_its_id():
     benchmark = yaml.safe_load((ROOT / "conf" / "experiment" / "table2.yaml").read_text())["sweep"]["tasks"]
     # the benchmark's ten tasks and the two-player games' one-seat tasks (TextArena's games have their own ids)
-    assert set(lg.ENV_IDS) == set(benchmark) | {"tictactoe", "kuhn"}
-    assert len(set(lg.ENV_IDS.values())) == 12
+    assert set(lg.ENV_IDS) == set(benchmark) | {"tictactoe", "kuhn", "car_dealer_duel"}
+    assert len(set(lg.ENV_IDS.values())) == 13
     for task, env_id in lg.ENV_IDS.items():
         spec = gymnasium.spec(env_id)
         assert spec.namespace == "lmrl" and spec.version == 0

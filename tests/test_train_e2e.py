@@ -17,12 +17,12 @@ TASKS = sorted(p.stem for p in (ROOT / "conf/task").glob("*.yaml"))
 ALGOS = sorted(p.stem for p in (ROOT / "conf/algo").glob("*.yaml"))
 ONLINE = {"ppo", "online_filtered_bc", "group_pg", "archer", "selfplay"}
 # algo=selfplay plays the two-player games only (any other task fails at once: test_selfplay_needs_a_two_player_game).
-TWO_PLAYER = {"tictactoe", "kuhn"}
+TWO_PLAYER = {"tictactoe", "kuhn", "car_dealer_duel"}
 # Algorithms that start from nothing trained by another stage (every other one records `start_normalized`).
 NO_START = {"bc", "filtered_bc", "prompt"}
 REQUIRED = {"task", "algo", "return_mean", "normalized_score", "success_rate", "episodes"}
 # debug=smoke evaluates one episode on each of at most 8 start states; full chess games have one start.
-SMOKE_EPISODES = {"chess": 1, "tictactoe": 2, "kuhn": 2}
+SMOKE_EPISODES = {"chess": 1, "tictactoe": 2, "kuhn": 2, "car_dealer_duel": 2}
 # The fast tier runs BC on every task, every algorithm on maze_fo (windowed histories) and the value-based and
 # PPO paths on Wordle (whole-history sequences); `make test-slow` runs every other pair.
 FAST_EXTRA = {("wordle", "ilql"), ("wordle", "ppo"), ("tictactoe", "selfplay")}
@@ -76,7 +76,7 @@ def test_selfplay_needs_a_two_player_game(tmp_path):
     result = subprocess.run(cli_command("lmrl.train", ["debug=smoke", "task=maze_fo", "algo=selfplay"], tmp_path),
                             cwd=ROOT, env=cli_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
-    assert "algo=selfplay plays a two-player game: task=tictactoe or task=kuhn, not task=maze_fo" in result.stderr
+    assert "algo=selfplay plays a two-player game: task=tictactoe, task=kuhn or task=car_dealer_duel, not task=maze_fo" in result.stderr
     assert not (tmp_path / "cache" / "bc").exists()  # it failed before training a BC stage
 
 

@@ -1,4 +1,5 @@
-"""Self-play on two-player text games (`algo=selfplay`, `task=tictactoe` or `task=kuhn`): SPIRAL's recipe.
+"""Self-play on two-player text games (`algo=selfplay`, `task=tictactoe`, `task=kuhn` or `task=car_dealer_duel`):
+SPIRAL's recipe.
 
 Each round plays `episodes_per_round` games, the learner's seat alternating:
 
@@ -15,8 +16,10 @@ KL to the frozen BC start (group PG's update with another baseline).
 
 Every `rate_every` rounds (and before the first) the policy is rated on the game's Elo ladder (`lmrl.ladder.rate`:
 matches against random play, a middle rung and a perfect or equilibrium player, anchored at random = 1000); the
-ratings with their 95% intervals go to the logger, `<run>/elo.csv` and `<run>/elo.png`.  The run's own evaluation is
-the task's protocol against `task.env.opponent`.
+ratings with their 95% intervals go to the logger, `<run>/elo.csv` and `<run>/elo.png`.  A general-sum game (Car
+Dealer's duel, a learned seller against a learned buyer) has no ladder: the policy's mean return in each seat against
+the task's scripted opponent goes to `<run>/seats.csv` and `<run>/seats.png` instead (`lmrl.ladder.seat_scores`).
+The run's own evaluation is the task's protocol against `task.env.opponent`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from lmrl.algos.sweet_critic import load_lm
 from lmrl.algos.turn_losses import role_advantages
 from lmrl.data.jsonl import write_episodes
 from lmrl.dist import gather_lists, is_main, shard
+import lmrl.envs.dialogue.car_dealer_game  # noqa: F401 - registers car_dealer (task=car_dealer_duel)
 from lmrl.envs.base import Episode
 from lmrl.envs.two_player import GAMES, SCRIPTED, scripted_player
 from lmrl.rollout.two_player import play_games
@@ -132,13 +136,16 @@ class SelfPlayTrainer(GroupPGTrainer):
     def __init__(self, cfg: SelfPlayConfig, task, *args, **kwargs):
         game = task.cfg.env.get("game")
         if game not in GAMES:  # before the BC stage is trained
-            raise ConfigError(f"algo=selfplay plays a two-player game: task=tictactoe or task=kuhn, not "
-                              f"task={task.name}")
+            raise ConfigError(f"algo=selfplay plays a two-player game: task=tictactoe, task=kuhn or "
+                              f"task=car_dealer_duel, not task={task.name}")
         unknown = set(cfg.pool_scripted) - set(SCRIPTED[game])
         if unknown:
             raise ConfigError(f"pool_scripted: {sorted(unknown)} are not {game} players; choose among "
                               f"{sorted(SCRIPTED[game])}")
         self.game_name, self.make_game = game, GAMES[game]
+        # A zero-sum game's policy is rated on its Elo ladder; a general-sum one's (Car Dealer's duel) is scored in
+        # each seat against the task's scripted opponent (`lmrl.ladder.seat_scores`).
+        self.zero_sum = GAMES[game].zero_sum
         super().__init__(cfg, task, *args, **kwargs)
 
     def setup_models(self, bc_dir: Path) -> None:
@@ -208,11 +215,16 @@ class SelfPlayTrainer(GroupPGTrainer):
         if done % self.cfg.snapshot_every == 0:
             self.pool.add(done, self.policy_lm())
         if self.cfg.rate_every and (done % self.cfg.rate_every == 0 or done == self.cfg.rounds):
-            logs.update({f"elo_{k}": v for k, v in self.rate(done).items() if k in ("rating", "low", "high")})
+            keys = ("rating", "low", "high") if self.zero_sum else ("seat0", "seat1")
+            logs.update({f"{'elo' if self.zero_sum else 'score'}_{k}": v for k, v in self.rate(done).items()
+                         if k in keys})
         return logs
 
     def rate(self, rounds_done: int) -> dict:
-        """The current policy's rating on the game's ladder (`lmrl.ladder.rate`), kept for `elo.csv`."""
+        """The current policy's rating on the game's ladder (`lmrl.ladder.rate`), kept for `elo.csv`; for a
+        general-sum game its mean return in each seat against the task's scripted opponent, kept for `seats.csv`."""
+        if not self.zero_sum:
+            return self.score_seats(rounds_done)
         from lmrl.ladder import rate
 
         table = rate({"policy": self.rollout_policy}, self.game_name, games=self.cfg.rating_games, seed=self.seed)
@@ -223,6 +235,20 @@ class SelfPlayTrainer(GroupPGTrainer):
         self.logger.log({f"elo/{k}": v for k, v in out.items() if k != "round"}, step=rounds_done)
         log.info("round %d: Elo %.0f [%.0f, %.0f] on the %s ladder", rounds_done, out["rating"], out["low"],
                  out["high"], self.game_name)
+        return out
+
+    def score_seats(self, rounds_done: int) -> dict:
+        """The current policy's mean return (standard error) in each seat against `task.env.opponent`,
+        `rating_games` games a seat (`lmrl.ladder.seat_scores`)."""
+        from lmrl.ladder import seat_scores
+
+        opponent = self.task.cfg.env.get("opponent", "expert")
+        out = {"round": rounds_done, **seat_scores(self.rollout_policy, self.game_name, opponent,
+                                                   games=self.cfg.rating_games, seed=self.seed)}
+        self.ratings.append(out)
+        self.logger.log({f"seats/{k}": v for k, v in out.items() if k != "round"}, step=rounds_done)
+        log.info("round %d: seat 0 %.3f +- %.3f, seat 1 %.3f +- %.3f against %s", rounds_done, out["seat0"],
+                 out["seat0_se"], out["seat1"], out["seat1_se"], opponent)
         return out
 
     def trainer_state(self) -> dict:
@@ -247,16 +273,46 @@ class SelfPlayTrainer(GroupPGTrainer):
         import pandas as pd
 
         frame = pd.DataFrame(self.ratings)
+        if not self.zero_sum:
+            frame.to_csv(self.run_dir / "seats.csv", index=False)
+            plot_seats(frame, self.run_dir / "seats.png", f"{self.task.name} selfplay (seed {self.seed}): each seat "
+                       f"against {self.task.cfg.env.get('opponent', 'expert')}")
+            return
         frame.to_csv(self.run_dir / "elo.csv", index=False)
         plot_elo(frame, self.run_dir / "elo.png", f"{self.task.name} selfplay (seed {self.seed}): Elo on the ladder")
 
     def fit(self) -> dict:
         """The online loop, then the start's and the last rating in the metrics."""
         metrics = super().fit()
-        if self.ratings:
+        if self.ratings and not self.zero_sum:
+            for seat in (0, 1):
+                metrics.update({f"seat{seat}_start": self.ratings[0][f"seat{seat}"],
+                                f"seat{seat}_final": self.ratings[-1][f"seat{seat}"],
+                                f"seat{seat}_final_se": self.ratings[-1][f"seat{seat}_se"]})
+        elif self.ratings:
             metrics.update(elo_start=self.ratings[0]["rating"], elo_final=self.ratings[-1]["rating"],
                            elo_final_low=self.ratings[-1]["low"], elo_final_high=self.ratings[-1]["high"])
         return metrics
+
+
+def plot_seats(frame, path: Path, title: str, labels: Sequence[str] = ("seller (seat 0)", "buyer (seat 1)")) -> None:
+    """Each seat's mean return (+-2 standard errors) against rounds of training."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for seat, label in enumerate(labels):
+        mean, se = frame[f"seat{seat}"], frame[f"seat{seat}_se"]
+        ax.plot(frame["round"], mean, marker="o", label=label)
+        ax.fill_between(frame["round"], mean - 2 * se, mean + 2 * se, alpha=0.2)
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set(xlabel="round", ylabel="mean return", title=title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot_elo(frame, path: Path, title: str) -> None:

@@ -56,6 +56,8 @@ class TwoPlayerGame(abc.ABC):
     max_length: int
     # What an invalid move costs its sender (the other player wins it): the most the game can be lost by.
     forfeit_loss: float = 1.0
+    # Whether the returns sum to zero (an Elo ladder rates its players); a general-sum game scores each seat instead.
+    zero_sum: bool = True
 
     def __init__(self):
         self.done = True
@@ -92,12 +94,17 @@ class TwoPlayerGame(abc.ABC):
         invalid = move is None
         if invalid:
             self.forfeited_by = player
-            loss = float(self.forfeit_loss)
-            self._finish((-loss, loss) if player == 0 else (loss, -loss))
+            self._finish(self.forfeit_returns(player))
         else:
             self._apply(move)
         rewards = self._returns if self.done else (0.0, 0.0)
         return TurnResult(rewards, self.done, {"invalid": invalid, "player": player})
+
+    def forfeit_returns(self, player: int) -> tuple[float, float]:
+        """The returns when `player` forfeits: -forfeit_loss for it, +forfeit_loss for the other (a zero-sum game; a
+        general-sum one such as Car Dealer's duel overrides it)."""
+        loss = float(self.forfeit_loss)
+        return (-loss, loss) if player == 0 else (loss, -loss)
 
     def canonical(self, action: str) -> str | None:
         """The legal move `action` names, as `legal_actions()` writes it, or None: here only an exact match (a game

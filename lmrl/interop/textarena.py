@@ -45,6 +45,7 @@ TASK_IDS = {
     # KuhnPoker-v0 are two-player games)
     "tictactoe": "lmrl-TicTacToeVsScripted-v0",
     "kuhn": "lmrl-KuhnVsScripted-v0",
+    "car_dealer_duel": "lmrl-CarDealerDuelVsScripted-v0",
 }
 
 
