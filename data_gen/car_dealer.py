@@ -27,6 +27,7 @@ prints the statistics next to Table 1's; `--best` prints the expert's mean retur
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ from data_gen.mix import with_overrides
 from lmrl.envs.base import Episode, Text
 from lmrl.envs.dialogue.car_catalogue import Car, Catalogue, _find, load_catalogue
 from lmrl.envs.dialogue.car_dealer import CarDealerEnv
+from lmrl.envs.dialogue.car_dealer_game import VIEW_LINES, CarDealerGame
 
 DEFAULT_EPISODES = 19_000
 PAPER_ROW = {"size": 19_000, "avg_length": 16.5, "std_length": 3.61, "success_rate": 0.53,
@@ -278,12 +280,12 @@ def _episodes(episodes: int, seed: int, mix: SellerMix, attempts_per_task: int =
 DUEL_EPISODES = 4000
 
 
-def generate_duel(episodes: int = DUEL_EPISODES, seed: int = 0, opponent: str = "mix") -> Iterator[Episode]:
+def generate_duel(episodes: int = DUEL_EPISODES, seed: int = 0, opponent: str = "mix",
+                  view_lines: int | None = VIEW_LINES) -> Iterator[Episode]:
     """`episodes` episodes of Car Dealer's duel (`lmrl.envs.dialogue.car_dealer_game`), both sides of each
     conversation (the seller's episode first), played by its scripted players `opponent` (`mix`: the dataset's
-    sellers against the rule buyer): the BC data of `task=car_dealer_duel`.  Deterministic in `seed`; a smaller set is
-    a prefix of a larger one."""
-    from lmrl.envs.dialogue.car_dealer_game import CarDealerGame
+    sellers against the rule buyer): the BC data of `task=car_dealer_duel`, each side seeing `view_lines` lines (None:
+    all).  Deterministic in `seed`; a smaller set is a prefix of a larger one."""
     from lmrl.envs.two_player import scripted_player
     from lmrl.rollout.two_player import play_games
 
@@ -294,7 +296,8 @@ def generate_duel(episodes: int = DUEL_EPISODES, seed: int = 0, opponent: str = 
         for index in range((episodes + 1) // 2):
             rng = random.Random(f"lmrl-car-duel:{seed}:{index}")
             player = scripted_player("car_dealer", opponent, rng)
-            record = play_games(CarDealerGame, [(player, player)], [rng.randrange(2**31)])[0]
+            make_game = functools.partial(CarDealerGame, view_lines=view_lines)
+            record = play_games(make_game, [(player, player)], [rng.randrange(2**31)])[0]
             yield from record.episodes[: episodes - 2 * index]
 
     return play_all()

@@ -115,11 +115,13 @@ def rate(actors: dict[str, Actor], game: str, games: int = 100, seed: int = 0, r
     return ladder(results, seed=seed, n_boot=n_boot)
 
 
-def seat_scores(actor: Actor, game: str, opponent: str = "expert", games: int = 100, seed: int = 0) -> dict:
+def seat_scores(actor: Actor, game: str, opponent: str = "expert", games: int = 100, seed: int = 0,
+                make_game: Callable[[], TwoPlayerGame] | None = None) -> dict:
     """`actor`'s mean return and its standard error in each seat against `game`'s scripted `opponent`, `games`
     games a seat: the measure of a general-sum game (Car Dealer's duel), whose returns no Elo rating summarises.
-    Keys `seat<k>`, `seat<k>_se` and `seat<k>_positive` (the share of games with a positive return)."""
-    make_game = GAMES[game]
+    Keys `seat<k>`, `seat<k>_se` and `seat<k>_positive` (the share of games with a positive return).  `make_game`:
+    the game's factory with the task's settings (default: `GAMES[game]`)."""
+    make_game = make_game or GAMES[game]
     opp = scripted_player(game, opponent, random.Random(f"{seed}/seat_scores/{opponent}"))
     seats = [(actor, opp)] * games + [(opp, actor)] * games
     record = [(True, False)] * games + [(False, True)] * games

@@ -24,6 +24,7 @@ The run's own evaluation is the task's protocol against `task.env.opponent`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from dataclasses import dataclass, field
@@ -142,7 +143,11 @@ class SelfPlayTrainer(GroupPGTrainer):
         if unknown:
             raise ConfigError(f"pool_scripted: {sorted(unknown)} are not {game} players; choose among "
                               f"{sorted(SCRIPTED[game])}")
-        self.game_name, self.make_game = game, GAMES[game]
+        # The game as the task's env builds it: its settings beside `game` and `opponent` (Car Dealer's
+        # max_utterances and view_lines) go to the game's constructor.
+        settings = {k: v for k, v in OmegaConf.to_container(task.cfg.env, resolve=True).items()
+                    if k not in ("_target_", "game", "opponent")}
+        self.game_name, self.make_game = game, functools.partial(GAMES[game], **settings)
         # A zero-sum game's policy is rated on its Elo ladder; a general-sum one's (Car Dealer's duel) is scored in
         # each seat against the task's scripted opponent (`lmrl.ladder.seat_scores`).
         self.zero_sum = GAMES[game].zero_sum
@@ -244,7 +249,8 @@ class SelfPlayTrainer(GroupPGTrainer):
 
         opponent = self.task.cfg.env.get("opponent", "expert")
         out = {"round": rounds_done, **seat_scores(self.rollout_policy, self.game_name, opponent,
-                                                   games=self.cfg.rating_games, seed=self.seed)}
+                                                   games=self.cfg.rating_games, seed=self.seed,
+                                                   make_game=self.make_game)}
         self.ratings.append(out)
         self.logger.log({f"seats/{k}": v for k, v in out.items() if k != "round"}, step=rounds_done)
         log.info("round %d: seat 0 %.3f +- %.3f, seat 1 %.3f +- %.3f against %s", rounds_done, out["seat0"],
@@ -296,22 +302,29 @@ class SelfPlayTrainer(GroupPGTrainer):
 
 
 def plot_seats(frame, path: Path, title: str, labels: Sequence[str] = ("seller (seat 0)", "buyer (seat 1)")) -> None:
-    """Each seat's mean return (+-2 standard errors) against rounds of training."""
+    """Each seat's mean return (+-2 standard errors shaded) against rounds of training, one panel a seat and one line
+    per seed where `frame` has a `seed` column."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for seat, label in enumerate(labels):
-        mean, se = frame[f"seat{seat}"], frame[f"seat{seat}_se"]
-        ax.plot(frame["round"], mean, marker="o", label=label)
-        ax.fill_between(frame["round"], mean - 2 * se, mean + 2 * se, alpha=0.2)
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.set(xlabel="round", ylabel="mean return", title=title)
-    ax.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    groups = list(frame.groupby("seed")) if "seed" in frame else [(None, frame)]
+    for seat, (ax, label) in enumerate(zip(axes, labels)):
+        for seed, rows in groups:
+            mean, se = rows[f"seat{seat}"], rows[f"seat{seat}_se"]
+            line, = ax.plot(rows["round"], mean, marker="o", markersize=3,
+                            label="policy" if seed is None else f"seed {seed}")
+            ax.fill_between(rows["round"], mean - 2 * se, mean + 2 * se, alpha=0.15, color=line.get_color())
+        ax.axhline(0, color="grey", linestyle=":", linewidth=1)
+        ax.set_xlabel("rounds of self-play")
+        ax.set_ylabel("mean return")
+        ax.set_title(label, fontsize=9)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -341,9 +354,9 @@ def plot_elo(frame, path: Path, title: str) -> None:
 
 
 def collect_curves(records: Sequence[Path]):
-    """The Elo curves of finished self-play runs, from their records (`records.dir`): one row per rating point, with
-    the game, the seed, and the commit (`+dirty` for a dirty tree), precision and machine the record names, so a
-    curve says which code and machine produced it."""
+    """The curves of finished self-play runs, from their records (`records.dir`): one row per rating point (Elo, or
+    each seat's score in a general-sum game), with the game, the seed, and the commit (`+dirty` for a dirty tree),
+    precision and machine the record names, so a curve says which code and machine produced it."""
     import json
 
     import pandas as pd
@@ -353,15 +366,22 @@ def collect_curves(records: Sequence[Path]):
     frames = []
     for path in records:
         record = json.loads(Path(path).read_text())
-        elo = Path(record["run_dir"]) / "elo.csv"
-        if record.get("algo") != "selfplay" or not elo.is_file():
-            raise ValueError(f"{path}: not the record of a finished self-play run with an elo.csv ({elo})")
-        frame = pd.read_csv(elo)
+        run = Path(record.get("run_dir") or ".")
+        curve = next((run / name for name in ("elo.csv", "seats.csv") if (run / name).is_file()), None)
+        if record.get("algo") != "selfplay" or curve is None:
+            raise ValueError(f"{path}: not the record of a finished self-play run with an elo.csv or seats.csv "
+                             f"({run})")
+        frame = pd.read_csv(curve)
         commit = str(record.get("git_commit") or "?")[:7] + ("+dirty" if record.get("git_dirty") else "")
         frame.insert(0, "game", record["task"])
         frame = frame.assign(seed=record["seed"], commit=commit, precision=record.get("precision") or "?",
                              machine=machine_of(record))
-        frames.append(frame.round({"rating": 1, "low": 1, "high": 1}))
+        frames.append(frame.round({c: 1 if c in ("rating", "low", "high") else 4 for c in frame.columns
+                                   if c in ("rating", "low", "high") or c.startswith("seat")}))
+    games = {str(f["game"].iloc[0]) for f in frames}
+    kinds = {"rating" in f for f in frames}
+    if len(games) > 1 or len(kinds) > 1:
+        raise ValueError(f"the records are of several games or kinds of curve ({sorted(games)}): one at a time")
     return pd.concat(frames, ignore_index=True).sort_values(["seed", "round"], kind="stable")
 
 
@@ -379,7 +399,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(args.out.with_suffix(".csv"), index=False)
     seeds = ", ".join(str(int(s)) for s in sorted(frame["seed"].unique()))
-    plot_elo(frame, args.out.with_suffix(".png"), f"{frame['game'].iloc[0]} selfplay, seeds {seeds}: Elo on the ladder")
+    if "rating" in frame:
+        plot_elo(frame, args.out.with_suffix(".png"),
+                 f"{frame['game'].iloc[0]} selfplay, seeds {seeds}: Elo on the ladder")
+    else:
+        plot_seats(frame, args.out.with_suffix(".png"),
+                   f"{frame['game'].iloc[0]} selfplay, seeds {seeds}: each seat against the scripted side")
     print(frame.to_string(index=False))
     return 0
 

@@ -220,3 +220,37 @@ def test_curves_gathers_each_runs_ratings_with_its_provenance(tmp_path):
     other.write_text(json.dumps({"task": "kuhn", "algo": "bc", "seed": 0, "run_dir": str(tmp_path / "run0")}))
     with pytest.raises(ValueError, match="not the record of a finished self-play run"):
         main(["curves", str(other), "--out", str(out)])
+
+
+# -- curves across runs ------------------------------------------------------------------------------------------
+def plant_run(tmp_path, name: str, task: str, seed: int, curve: str, rows: list[dict]):
+    run = tmp_path / name
+    run.mkdir()
+    pd.DataFrame(rows).to_csv(run / curve, index=False)
+    record = {"algo": "selfplay", "task": task, "seed": seed, "run_dir": str(run), "git_commit": "abcdef0123",
+              "git_dirty": seed == 1, "precision": "fp32", "cpu_model": "Some CPU", "cpu_bf16": False}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_curves_gather_elo_or_seat_scores_with_provenance(tmp_path):
+    from lmrl.algos.selfplay import collect_curves, main
+
+    seats = [plant_run(tmp_path, f"cd{s}", "car_dealer_duel", s, "seats.csv",
+                       [{"round": r, "seat0": 0.1 * r + s, "seat0_se": 0.01, "seat0_positive": 0.5, "seat1": -0.1,
+                         "seat1_se": 0.02, "seat1_positive": 0.1} for r in (0, 4)]) for s in (1, 0)]
+    frame = collect_curves(seats)
+    assert list(frame["seed"]) == [0, 0, 1, 1] and list(frame["round"]) == [0, 4, 0, 4]
+    assert list(frame["commit"]) == ["abcdef0"] * 2 + ["abcdef0+dirty"] * 2
+    assert set(frame["machine"]) == {"Some CPU (no bf16)"} and frame["seat0"].iloc[1] == pytest.approx(0.4)
+    assert main(["curves", *map(str, seats), "--out", str(tmp_path / "out" / "cd")]) == 0
+    assert (tmp_path / "out" / "cd.png").stat().st_size > 10_000 and (tmp_path / "out" / "cd.csv").is_file()
+    elo = plant_run(tmp_path, "ttt", "tictactoe", 0, "elo.csv",
+                    [{"round": 0, "rating": 900.0, "low": 850.0, "high": 950.0, "games": 300}])
+    assert collect_curves([elo])["rating"].tolist() == [900.0]
+    with pytest.raises(ValueError, match="one at a time"):
+        collect_curves([elo, seats[0]])
+    (tmp_path / "cd0" / "seats.csv").unlink()
+    with pytest.raises(ValueError, match="not the record of a finished self-play run"):
+        collect_curves([seats[1]])

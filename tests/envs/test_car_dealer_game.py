@@ -148,6 +148,22 @@ def test_each_side_sees_the_talk_and_its_role_last():
     assert f"Budget: ${game.profile.budget:,}" in buyer and "Budget" not in seller
 
 
+def test_the_view_keeps_the_latest_lines_and_the_role():
+    game = CarDealerGame(view_lines=3)
+    game.reset(1)
+    for k in range(5):
+        game.step(f"Line {k}.\n")
+    assert game.observation(0) == "(earlier lines not shown)\nLine 2.\nLine 3.\nLine 4.\nRole: seller.\n"
+    assert game.observation(1).startswith("(earlier lines not shown)\nLine 2.\n")
+    everything = CarDealerGame(view_lines=None)
+    everything.reset(1)
+    for k in range(5):
+        everything.step(f"Line {k}.\n")
+    assert everything.observation(0).startswith("Start\nLine 0.\n")
+    with pytest.raises(ValueError, match="view_lines"):
+        CarDealerGame(view_lines=0)
+
+
 def test_the_games_deals_agree_with_the_rule_buyers_own_decisions():
     """The dataset's sellers against the rule buyer: the deal the text makes under the game's rules is the one the
     rule buyer decided from its hidden state (asked for the last word when the seller closed the deal), in 300
@@ -210,6 +226,9 @@ def test_seat_scores_and_no_ladder_for_a_general_sum_game():
 
 def test_duel_dataset_is_deterministic_both_sides_and_a_prefix():
     small, large = list(generate_duel(7, seed=1)), list(generate_duel(10, seed=1))
+    assert all(t.text.count("\n") <= 1 + 12 + 1 for e in large for t in e.turns[:-1] if not t.is_action)
+    whole = list(generate_duel(10, seed=1, view_lines=None))
+    assert [e.total_return for e in whole] == [e.total_return for e in large]
     assert len(small) == 7 and [e.info["seat"] for e in large] == [0, 1] * 5
     assert [e.turns for e in small] == [e.turns for e in large[:7]]
     assert large[1].turns[-1].text.count("Role: buyer.") == 1 and "Role: seller." in large[0].turns[-1].text

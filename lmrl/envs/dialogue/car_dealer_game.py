@@ -27,9 +27,11 @@ from its hidden state.  Here either side may be a language model, so the deal is
   `-forfeit_loss` (-1, below any return a deal can give either side at a sane price) and the other 0.
 
 Observations (every line ends with a newline) are the conversation as the single-agent env writes it (`Start`, then
-the lines without speaker labels), then the role line, last so that a left-truncated prompt keeps it: `Role: seller.`
-or `Role: buyer. Personality: rude. Prefers a BMW SUV with backup camera. Budget: $50,000`, then the status once the
-game is over.
+the lines without speaker labels), at most its latest `view_lines` lines (12; `(earlier lines not shown)` stands in
+for `Start` and the rest), then the role line: `Role: seller.` or `Role: buyer. Personality: rude. Prefers a BMW SUV
+with backup camera. Budget: $50,000`, then the status once the game is over.  Each observation is one training
+sequence, so the window bounds a move's cost; the buyer's profile is always in view, and the seller must ask again
+for what fell out of it.
 
 Scripted players (`SCRIPTED["car_dealer"]`) play whichever side is to move: the seller side by `data_gen.car_dealer`'s
 scripted sellers (`expert`, or `mix`, the dataset's mixture of expert, noisy and random sellers drawn per game), the
@@ -49,6 +51,10 @@ from lmrl.envs.dialogue.car_dealer import MAX_UTTERANCES, PROMPT, BuyerProfile, 
 from lmrl.envs.two_player import GAMES, SCRIPTED, Player, ScriptedVersusEnv, TwoPlayerGame
 
 SELLER, BUYER = 0, 1
+# Lines of the conversation an observation shows (the latest), and what stands for the ones it leaves out: a move's
+# cost stays bounded (every observation is one training sequence) and the role line is never cut.
+VIEW_LINES = 12
+EARLIER = "(earlier lines not shown)\n"
 
 _REJECT = re.compile(r"\bno deal\b|\bno sale\b|\bi'?ll pass\b|\bgoing to pass\b|\bi'?m out\b|(?<!\bor )\bi'?m leaving\b|"
                      r"\bgoodbye\b|\bkeep looking\b|\bnot going to work\b|\bforget it\b|\bwaste of my time\b|"
@@ -88,8 +94,12 @@ class CarDealerGame(TwoPlayerGame):
     forfeit_loss = 1.0
     zero_sum = False
 
-    def __init__(self, max_utterances: int = MAX_UTTERANCES, catalogue: Catalogue | None = None):
+    def __init__(self, max_utterances: int = MAX_UTTERANCES, catalogue: Catalogue | None = None,
+                 view_lines: int | None = VIEW_LINES):
         super().__init__()
+        if view_lines is not None and int(view_lines) < 1:
+            raise ValueError(f"view_lines must be a positive number of lines or None (all), got {view_lines}")
+        self.view_lines = None if view_lines is None else int(view_lines)
         if int(max_utterances) < 2 or int(max_utterances) % 2:
             raise ValueError(f"max_utterances must be an even number >= 2 (seller and buyer alternate), "
                              f"got {max_utterances}")
@@ -181,7 +191,9 @@ class CarDealerGame(TwoPlayerGame):
         self._finish((price / scale, (self.value(self.car) - price) / scale))
 
     def observation(self, player: int) -> str:
-        text = PROMPT + "".join(line + "\n" for line in self.lines)
+        shown = self.lines if self.view_lines is None else self.lines[-self.view_lines:]
+        cut = len(shown) < len(self.lines)
+        text = (EARLIER if cut else PROMPT) + "".join(line + "\n" for line in shown)
         if player == SELLER:
             text += "Role: seller.\n"
         else:
@@ -255,11 +267,12 @@ class CarDealerVersusEnv(ScriptedVersusEnv):
     """The duel from one seat against a scripted player (`conf/task/car_dealer_duel.yaml`): seat 0 sells to the rule
     buyer, seat 1 buys from the scripted seller."""
 
-    def __init__(self, game: str = "car_dealer", opponent: str = "expert", max_utterances: int = MAX_UTTERANCES):
+    def __init__(self, game: str = "car_dealer", opponent: str = "expert", max_utterances: int = MAX_UTTERANCES,
+                 view_lines: int | None = VIEW_LINES):
         if game != "car_dealer":
             raise ValueError(f"CarDealerVersusEnv plays game=car_dealer, not {game!r}")
         super().__init__("car_dealer", opponent)
-        self.game = CarDealerGame(max_utterances)
+        self.game = CarDealerGame(max_utterances, view_lines=view_lines)
 
     def legal_actions(self) -> list[str] | None:
         """Free text: None (no list to choose from)."""
