@@ -62,3 +62,16 @@ def test_primitive_cache_bench_runs_each_pattern_in_a_child():
     for pattern in PATTERNS:
         row = child(pattern, steps=2, rows=2, seed=0)
         assert row["tokens_per_s"] > 0 and row["peak_rss_gb"] > 0, (pattern, row)
+
+
+def test_archer_projection_by_hand():
+    """A critic-only round of 60 s and actor rounds of 100 and 140 s (mean 120): 15 x 60 + 25 x 120 = 3,900 s, 1.08 h."""
+    from lmrl.bench.archer import summarize_rounds
+
+    rows = [{"round": str(r), "rollout_seconds": str(roll), "update_seconds": str(upd), "episode_length": "7.5"}
+            for r, roll, upd in ((0, 40, 20), (1, 70, 30), (2, 100, 40))]
+    out = summarize_rounds(rows)
+    assert (out["critic_round_seconds"], out["actor_round_seconds"], out["projected_train_hours"]) == (60, 120, 1.08)
+    assert [r["update_seconds"] for r in out["rounds"]] == [20, 30, 40]
+    with pytest.raises(ValueError, match="actor round"):
+        summarize_rounds(rows[:1])

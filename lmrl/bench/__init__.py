@@ -9,8 +9,9 @@
 - `oracles`: dialogue-oracle throughput, or an LM scored as the oracle (`oracles.json`, `oracle_lm_<name>.json`);
 - `pretrained`: what SmolLM2-135M-Instruct costs on this CPU (`smollm2.json`);
 - `lora`: LoRA against full fine-tuning on a GPT-2-small-shaped model: trainable parameters, peak memory, step
-  throughput (`lora.json`).
+  throughput (`lora.json`);
+- `archer`: seconds a round of ArCHer costs on each task, and the table's 40 rounds projected (`archer.json`).
 """
 
 # in the order `python -m lmrl.bench` runs them
-BENCHMARKS = ("foundation", "primitive_cache", "envs", "oracles", "pretrained", "lora")
+BENCHMARKS = ("foundation", "primitive_cache", "envs", "oracles", "pretrained", "lora", "archer")
