@@ -3,11 +3,12 @@
 ArCHer runs in the table on FO maze only, where its defaults were sized; this says what the other cells would cost.
 For each task, one `python -m lmrl.train task=T algo=archer` process (one thread) plays `--rounds` rounds at the
 table's per-round settings (32 episodes, then 32 updates of 32 transitions; the first round trains the critic only,
-the others the actor too) from a `--bc-steps` BC stage and a 500-episode offline buffer, and reports each round's
-rollout and update seconds and the mean episode length.  The projection is the table's 40 rounds, 15 critic-only and
-25 with the actor: 15 x the critic round + 25 x the mean actor round.  The BC stage, the offline buffer and the
-evaluations come on top, as for the row's other cells.  A weak BC stage plays longer episodes where skill ends them
-early (the mazes, Text-Nav), so there the projection is an upper bound.
+the others the actor too) from a `--bc-steps` BC stage and a 500-episode offline buffer (the dialogue tasks and
+Wordle on a 2,000-episode dataset), and reports each round's rollout and update seconds and the mean episode length.
+The projection is the table's 40 rounds, 15 critic-only and 25 with the actor: 15 x the critic round + 25 x the mean
+actor round.  The BC stage, the offline buffer and the evaluations come on top, as for the row's other cells.  A weak
+BC stage plays longer episodes where skill ends them early (the mazes, Text-Nav), so there the projection is an
+upper bound.
 
 Each task's result is written to `results/bench/archer.json` as soon as it is measured; `--tasks` picks tasks, and
 a task already in the file is kept unless `--redo`.
@@ -32,6 +33,9 @@ TASKS = ("maze_fo", "maze_po", "text_nav_fo", "text_nav_po", "wordle", "twenty_q
          "chess", "endgames")
 # table2_small's ArCHer budget (conf/experiment/table2_small.yaml): rounds, of which critic-only.
 TABLE_ROUNDS, TABLE_WARMUP = 40, 15
+# Tasks whose default dataset is far larger than the 500 episodes the buffer takes: generated at this size here (the
+# BC stage's quality, not the dataset's size, is what changes a round's cost).
+SMALL_DATA = {"wordle": 2000, "twenty_questions": 2000, "guess": 2000, "car_dealer": 2000}
 
 
 def measure(task: str, rounds: int, bc_steps: int, cache: Path) -> dict:
@@ -43,6 +47,8 @@ def measure(task: str, rounds: int, bc_steps: int, cache: Path) -> dict:
                      f"algo.bc.steps={bc_steps}", "algo.bc.batch_size=64", "task.eval.max_starts=1",
                      "task.eval.episodes_per_start=1", "logger=none",
                      f"records.dir={tmp}/records", f"hydra.run.dir={run}"]
+        if task in SMALL_DATA:
+            overrides.append(f"task.data.recipe.episodes={SMALL_DATA[task]}")
         env = {**os.environ, **thread_env(1), "LMRL_CACHE": str(cache)}
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "lmrl.train", *overrides], env=env, capture_output=True, text=True)
