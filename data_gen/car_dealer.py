@@ -40,7 +40,7 @@ from data_gen.mix import with_overrides
 from lmrl.envs.base import Episode, Text
 from lmrl.envs.dialogue.car_catalogue import Car, Catalogue, _find, load_catalogue
 from lmrl.envs.dialogue.car_dealer import CarDealerEnv
-from lmrl.envs.dialogue.car_dealer_game import VIEW_LINES, CarDealerGame
+from lmrl.envs.dialogue.car_dealer_game import SELLER_FLOOR, VIEW_LINES, CarDealerGame
 
 DEFAULT_EPISODES = 19_000
 PAPER_ROW = {"size": 19_000, "avg_length": 16.5, "std_length": 3.61, "success_rate": 0.53,
@@ -108,10 +108,13 @@ def write_price(rng: random.Random, price: int) -> str:
 
 
 class Seller:
-    """One scripted seller for one conversation; `line(buyer_text)` is its next line."""
+    """One scripted seller for one conversation; `line(buyer_text)` is its next line.  `floor`: the share of the
+    car's MSRP below which the expert never sells (None: no floor, as in the single-agent dataset, where it accepts a
+    stalled offer at any price)."""
 
-    def __init__(self, kind: str, catalogue: Catalogue, rng: random.Random, mix: SellerMix):
-        self.kind, self.cat, self.rng, self.mix = kind, catalogue, rng, mix
+    def __init__(self, kind: str, catalogue: Catalogue, rng: random.Random, mix: SellerMix,
+                 floor: float | None = None):
+        self.kind, self.cat, self.rng, self.mix, self.floor = kind, catalogue, rng, mix, floor
         self.brand = self.type = None
         self.features: tuple[str, ...] = ()
         self.budget: int | None = None
@@ -199,6 +202,11 @@ class Seller:
                 return rng.choice(ACCEPT).format(p=write_price(rng, offer))
             self.ask = max(offer, int(round(self.ask * rng.uniform(0.9, 1.0), -2)))
             return rng.choice(CONCEDE).format(p=write_price(rng, self.ask))
+        floor = 0 if self.floor is None else -(-int(self.floor * self.car.msrp) // 100) * 100
+        if offer < floor:
+            # Below its floor it concedes a third of the gap, never past the floor, and holds there.
+            self.ask = max(floor, int(round(self.ask - (self.ask - offer) / 3, -2)))
+            return f"{rng.choice(PERSUADE)} {rng.choice(CONCEDE).format(p=write_price(rng, self.ask))}"
         stalled = len(self.offers) >= 2 and self.offers[-1] - self.offers[-2] < 0.02 * offer
         if stalled or len(self.offers) >= 5 or self.ask - offer <= 500:
             return rng.choice(ACCEPT).format(p=write_price(rng, offer))
@@ -281,11 +289,13 @@ DUEL_EPISODES = 4000
 
 
 def generate_duel(episodes: int = DUEL_EPISODES, seed: int = 0, opponent: str = "mix",
-                  view_lines: int | None = VIEW_LINES) -> Iterator[Episode]:
+                  view_lines: int | None = VIEW_LINES, seller_floor: float | None = SELLER_FLOOR
+                  ) -> Iterator[Episode]:
     """`episodes` episodes of Car Dealer's duel (`lmrl.envs.dialogue.car_dealer_game`), both sides of each
     conversation (the seller's episode first), played by its scripted players `opponent` (`mix`: the dataset's
     sellers against the rule buyer): the BC data of `task=car_dealer_duel`, each side seeing `view_lines` lines (None:
-    all).  Deterministic in `seed`; a smaller set is a prefix of a larger one."""
+    all), the expert seller never selling below `seller_floor` x MSRP.  Deterministic in `seed`; a smaller set is a
+    prefix of a larger one."""
     from lmrl.envs.two_player import scripted_player
     from lmrl.rollout.two_player import play_games
 
@@ -296,7 +306,7 @@ def generate_duel(episodes: int = DUEL_EPISODES, seed: int = 0, opponent: str = 
         for index in range((episodes + 1) // 2):
             rng = random.Random(f"lmrl-car-duel:{seed}:{index}")
             player = scripted_player("car_dealer", opponent, rng)
-            make_game = functools.partial(CarDealerGame, view_lines=view_lines)
+            make_game = functools.partial(CarDealerGame, view_lines=view_lines, seller_floor=seller_floor)
             record = play_games(make_game, [(player, player)], [rng.randrange(2**31)])[0]
             yield from record.episodes[: episodes - 2 * index]
 

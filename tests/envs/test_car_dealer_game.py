@@ -213,6 +213,32 @@ def test_one_seat_env_against_the_scripted_side():
         CarDealerVersusEnv(game="kuhn")
 
 
+def test_the_expert_seller_never_sells_below_its_floor():
+    """Without a floor the expert, written to sell to the rule buyer, takes any offer that stops rising: a buyer
+    repeating a lowball gets the car.  With the floor it concedes down to it and holds."""
+
+    def lowball(game):
+        return "How about $5,000?\n"
+
+    def play_lowball(floor):
+        sales = []
+        for seed in range(20):
+            game = CarDealerGame(seller_floor=floor)
+            play(game, [scripted_player("car_dealer", "expert", random.Random(seed)), lowball], seed=seed)
+            sales.append(game.sale and (game.sale[1], game.car.msrp))
+        return sales
+
+    assert all(sale is None for sale in play_lowball(0.9))
+    assert sum(sale is not None and sale[0] == 5000 for sale in play_lowball(None)) >= 15
+    for seed in range(40):  # against the rule buyer every sale is at the floor or above
+        game = CarDealerGame()
+        player = scripted_player("car_dealer", "expert", random.Random(seed))
+        play(game, [player, player], seed=seed)
+        assert game.sale is None or game.sale[1] >= 0.9 * game.car.msrp
+    with pytest.raises(ValueError, match="seller_floor"):
+        CarDealerGame(seller_floor=0)
+
+
 def test_seat_scores_and_no_ladder_for_a_general_sum_game():
     from lmrl.ladder import players_for, seat_scores
 

@@ -55,6 +55,10 @@ SELLER, BUYER = 0, 1
 # cost stays bounded (every observation is one training sequence) and the role line is never cut.
 VIEW_LINES = 12
 EARLIER = "(earlier lines not shown)\n"
+# The share of a car's MSRP below which the scripted expert seller never sells (its invoice price, say).  Without it
+# the expert, written to sell to the rule buyer, takes any offer that stops rising: a buyer that repeats "$5,000"
+# got the car, and a mean return of 0.41 against the expert, 12x the rule buyer's 0.033.
+SELLER_FLOOR = 0.9
 
 _REJECT = re.compile(r"\bno deal\b|\bno sale\b|\bi'?ll pass\b|\bgoing to pass\b|\bi'?m out\b|(?<!\bor )\bi'?m leaving\b|"
                      r"\bgoodbye\b|\bkeep looking\b|\bnot going to work\b|\bforget it\b|\bwaste of my time\b|"
@@ -95,8 +99,12 @@ class CarDealerGame(TwoPlayerGame):
     zero_sum = False
 
     def __init__(self, max_utterances: int = MAX_UTTERANCES, catalogue: Catalogue | None = None,
-                 view_lines: int | None = VIEW_LINES):
+                 view_lines: int | None = VIEW_LINES, seller_floor: float | None = SELLER_FLOOR):
         super().__init__()
+        if seller_floor is not None and not 0 < float(seller_floor) <= 2:
+            raise ValueError(f"seller_floor must be a share of MSRP in (0, 2] or None (no floor), got {seller_floor}")
+        # The scripted expert seller's floor (SELLER_FLOOR); the game's rules do not read it.
+        self.seller_floor = None if seller_floor is None else float(seller_floor)
         if view_lines is not None and int(view_lines) < 1:
             raise ValueError(f"view_lines must be a positive number of lines or None (all), got {view_lines}")
         self.view_lines = None if view_lines is None else int(view_lines)
@@ -232,7 +240,8 @@ def _seller_line(game: CarDealerGame, kind: str | Callable[[random.Random], str]
     seller = game.scratch.get("seller")
     if seller is None:
         kind = kind(rng) if callable(kind) else kind
-        seller = game.scratch["seller"] = Seller(kind, game.catalogue, rng, SellerMix())
+        floor = game.seller_floor if kind == "expert" else None
+        seller = game.scratch["seller"] = Seller(kind, game.catalogue, rng, SellerMix(), floor=floor)
     elif game.lines:
         seller.hear(game.lines[-1], game.lines[-2].lower())
     return seller.line() + "\n"
@@ -268,11 +277,11 @@ class CarDealerVersusEnv(ScriptedVersusEnv):
     buyer, seat 1 buys from the scripted seller."""
 
     def __init__(self, game: str = "car_dealer", opponent: str = "expert", max_utterances: int = MAX_UTTERANCES,
-                 view_lines: int | None = VIEW_LINES):
+                 view_lines: int | None = VIEW_LINES, seller_floor: float | None = SELLER_FLOOR):
         if game != "car_dealer":
             raise ValueError(f"CarDealerVersusEnv plays game=car_dealer, not {game!r}")
         super().__init__("car_dealer", opponent)
-        self.game = CarDealerGame(max_utterances, view_lines=view_lines)
+        self.game = CarDealerGame(max_utterances, view_lines=view_lines, seller_floor=seller_floor)
 
     def legal_actions(self) -> list[str] | None:
         """Free text: None (no list to choose from)."""
