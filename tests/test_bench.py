@@ -75,3 +75,8 @@ def test_archer_projection_by_hand():
     assert [r["update_seconds"] for r in out["rounds"]] == [20, 30, 40]
     with pytest.raises(ValueError, match="actor round"):
         summarize_rounds(rows[:1])
+    from lmrl.bench.archer import summary
+
+    row = summary({"maze_po": {**out, "git_commit": "0123456789abcdef", "git_dirty": True}})[0]
+    assert row == {"task": "maze_po", "critic_round_s": 60, "actor_round_s": 120, "episode_length": 7.5,
+                   "projected_40_rounds_h": 1.08, "commit": "0123456+dirty"}

@@ -76,6 +76,15 @@ def summarize_rounds(rows: list[dict]) -> dict:
                                            / 3600, 2)}
 
 
+def summary(tasks: dict) -> list[dict]:
+    """One row a measured task: its rounds' seconds, episode length, the projection, and the commit it ran."""
+    return [{"task": task, "critic_round_s": t["critic_round_seconds"], "actor_round_s": t["actor_round_seconds"],
+             "episode_length": round(sum(r["episode_length"] for r in t["rounds"]) / len(t["rounds"]), 1),
+             "projected_40_rounds_h": t["projected_train_hours"],
+             "commit": (t.get("git_commit") or "?")[:7] + ("+dirty" if t.get("git_dirty") else "")}
+            for task, t in tasks.items()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="results/bench/archer.json")
@@ -92,14 +101,17 @@ def main() -> None:
         parser.error(f"unknown task(s) {unknown}; valid: {', '.join(TASKS)}")
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.is_file() else {}
-    result.update({"benchmark": "archer", "machine": machine(), **git_state(), "torch_threads": 1,
-                   "table_rounds": TABLE_ROUNDS, "table_critic_only_rounds": TABLE_WARMUP})
+    result.update({"benchmark": "archer", "torch_threads": 1, "table_rounds": TABLE_ROUNDS,
+                   "table_critic_only_rounds": TABLE_WARMUP})
     tasks = result.setdefault("tasks", {})
+    # Each task keeps the code and machine it was measured with: a later call may measure others elsewhere.
+    state = {**machine(), **git_state()}
     for task in args.tasks:
         if task in tasks and not args.redo:
             print(f"{task}: kept from {out}")
             continue
-        tasks[task] = measure(task, args.rounds, args.bc_steps, args.cache)
+        tasks[task] = {**measure(task, args.rounds, args.bc_steps, args.cache), **state}
+        result["summary"] = summary(tasks)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
         t = tasks[task]
