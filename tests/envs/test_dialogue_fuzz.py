@@ -10,20 +10,25 @@ from tests.helpers import junk, random_unicode
 
 WORDS = ("is it a the or and bigger than made of metal alive what where city cat dog tokyo paris food language "
          "not never you from my guess ?!., 20 million").split()
+# Question frames the oracles parse further, each followed by junk: "does it $$?" once raised in the verb rules.
+FRAMES = ("Does it", "Can it", "Could it", "Is it used to", "Is it used for", "Do people", "Is it able to",
+          "Is it made for", "Does it ever", "Is it bigger than", "Is it made of", "Is it in")
 
 
 def fuzz_strings(names: list[str], n: int = 10_200, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     out = ["", "\n", " ", "?", "\n\n", "x" * 10_000, "Is it a cat?" * 500, random_unicode(rng, 10_000),
-           "Is it " + ", ".join(names) + "?"]
+           "Is it " + ", ".join(names) + "?", "Does it $$?", "Could it -- or --?", "does it ,,"]
     while len(out) < n:
-        kind = rng.randrange(4)
+        kind = rng.randrange(5)
         if kind == 0:
             out.append(junk(rng, 40))
         elif kind == 1:
             out.append(" ".join(rng.choice(WORDS) for _ in range(rng.randrange(1, 12))))
         elif kind == 2:  # two or more names at once
             out.append("Is it " + " or ".join(rng.sample(names, rng.randrange(2, 6))) + "?")
+        elif kind == 3:  # a question frame, then junk
+            out.append(f"{rng.choice(FRAMES)} {junk(rng, rng.randrange(1, 8))}{rng.choice(('?', '', ' or ?'))}")
         else:  # a name garbled
             name = rng.choice(names)
             i = rng.randrange(len(name))

@@ -355,7 +355,8 @@ class PropertyRules:
             # "grow in the ground": true of what grows underground, and of lettuce too
             weaker = attribute == "grows_underground" and not re.search(r"\bunder", self._text)
             return attribute_parse([Term(attribute, yes_only=weaker)])
-        use = self._with_verb(vp) if stem(tokens(vp)[0]) not in _DOER_VERBS else None
+        words = tokens(vp)  # none in "does it $$?"
+        use = self._with_verb(vp) if words and stem(words[0]) not in _DOER_VERBS else None
         if use is not None and (not use.terms[0].noun or tuple(use.terms[0].noun.split()) in self.objects[use.target]):
             return use
         around = re.match(r"^(?P<verb>.+?)\s+(?:on|in|through|across|over|under)\s+(?:the\s+)?(?:land|ground|water|sea|air|sky|"
