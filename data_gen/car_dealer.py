@@ -28,6 +28,7 @@ prints the statistics next to Table 1's; `--best` prints the expert's mean retur
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 from collections.abc import Iterator
@@ -202,8 +203,8 @@ class Seller:
                 return rng.choice(ACCEPT).format(p=write_price(rng, offer))
             self.ask = max(offer, int(round(self.ask * rng.uniform(0.9, 1.0), -2)))
             return rng.choice(CONCEDE).format(p=write_price(rng, self.ask))
-        floor = 0 if self.floor is None else -(-int(self.floor * self.car.msrp) // 100) * 100
-        if offer < floor:
+        floor = None if self.floor is None else math.ceil(int(self.floor * self.car.msrp) / 100) * 100
+        if floor is not None and offer < floor:
             # Below its floor it concedes a third of the gap, never past the floor, and holds there.
             self.ask = max(floor, int(round(self.ask - (self.ask - offer) / 3, -2)))
             return f"{rng.choice(PERSUADE)} {rng.choice(CONCEDE).format(p=write_price(rng, self.ask))}"

@@ -278,10 +278,9 @@ def test_table2_small_rows_run_on_the_current_tasks():
     assert fo_maze == "not run yet" or current(fo_maze) or re.search(r"^[-\d.]+ ± [\d.]+ \[[12]/3 seeds\]$", fo_maze)
     # A measured task's reason gives the projection `python -m lmrl.bench archer` wrote, to the hundredth of an hour
     bench = {r["task"]: r for r in json.loads((ROOT / "results/bench/archer.json").read_text())["summary"]}
-    names = {"20Qs": "twenty_questions", "Guess My City": "guess", "Car Dealer": "car_dealer", "PO Maze": "maze_po",
-             "FO Text-Nav": "text_nav_fo", "PO Text-Nav": "text_nav_po", "Wordle": "wordle", "Chess": "chess",
-             "Endgames": "endgames"}
-    for task, name in names.items():
+    for name, task in read_paper()["paper_task"].items():
+        if name == "maze_fo":
+            continue
         cell = archer_cell(task)
         if name in bench:
             hours = bench[name]["projected_40_rounds_h"]
