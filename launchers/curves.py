@@ -22,6 +22,12 @@ batches, split).  A run killed after a checkpoint (the session ended, the machin
 from it by the same command, its curve points before the checkpoint kept.  `--collect` trains nothing: it
 gathers the points the runs have written so far, finished or not, so a curve that takes several sessions can be
 looked at (and committed) between them.
+
+    python -m launchers.curves --records results/records/table2_small/wordle__archer__s*.json --name wordle_archer
+
+`--records` trains nothing either: it draws the curves of a sweep's cells from their JSON records (each names its
+run directory), each row carrying the cell's start score (its BC stage, held out) and final score, drawn as a
+dashed line and a star beside the rollouts.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ ONLINE = {"ppo", "online_filtered_bc", "group_pg", "archer"}
 # Online runs' panels (rounds.csv columns), each drawn where some run has it.
 ONLINE_PANELS = [("normalized_score", "online: rollout normalized score"),
                  ("kl", "online: KL to the BC policy, per token"),
-                 ("explained_variance", "PPO value head: explained variance\n(round's targets, before its update)")]
+                 ("explained_variance", "PPO value head: explained variance\n(round's targets, before its update)"),
+                 ("critic/spearman_states", "ArCHer critic: per-state Spearman(V, return)\n(round's rollouts)")]
 
 
 def run_dir(runs: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
@@ -105,6 +112,22 @@ def rows_of(directory: Path, task: str, algo: str, seed: int, tag: str = "") -> 
     name = "rounds.csv" if algo in ONLINE else "curve.csv"
     with open(directory / name) as f:
         return [{"task": task, "algo": label(algo, tag), "seed": seed, **row} for row in csv.DictReader(f)]
+
+
+def record_rows(path: Path) -> list[dict]:
+    """A sweep cell's curve rows from its JSON record: its run directory's rounds.csv (online) or curve.csv, each row
+    with the record's start and final held-out scores and commit."""
+    import json
+
+    record = json.loads(Path(path).read_text())
+    directory = Path(record.get("run_dir") or "")
+    name = "rounds.csv" if record["algo"] in ONLINE else "curve.csv"
+    if not (directory / name).exists():
+        raise SystemExit(f"--records: {path} names run directory {directory or '(none)'}, which has no {name} "
+                         f"(the run was elsewhere or is gone)")
+    extra = {"start_normalized": record.get("start_normalized", ""), "final_normalized": record["normalized_score"],
+             "git_commit": record.get("git_commit", "")}
+    return [{**row, **extra} for row in rows_of(directory, record["task"], record["algo"], record["seed"])]
 
 
 def merged(path: Path, rows: list[dict]) -> list[dict]:
@@ -172,6 +195,11 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
         for (algo, seed), series in groups([r for r in online if r.get(key) not in (None, "")]).items():
             ax.plot([int(r["round"]) for r in series], [float(r[key]) for r in series], marker="o",
                     ms=3, label=f"{algo} s{seed}", color=colour[(algo, seed)])
+            if key == "normalized_score" and series[0].get("start_normalized") not in (None, ""):
+                # A record's cell: its start (the BC stage, held out) and its final held-out score
+                ax.axhline(float(series[0]["start_normalized"]), ls="--", lw=1, color=colour[(algo, seed)])
+                ax.plot([int(series[-1]["round"]) + 1], [float(series[-1]["final_normalized"])], marker="*", ms=10,
+                        color=colour[(algo, seed)])
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("round")
     for ax in axes:
@@ -198,7 +226,7 @@ def groups(rows: list[dict]) -> dict[tuple[str, int], list[dict]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", required=True)
+    parser.add_argument("--task", help="the task (required unless --records)")
     parser.add_argument("--algos", nargs="+", default=["bc", "filtered_bc", "mc", "ilql"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--points", type=int, default=8, help="curve points per offline run")
@@ -215,8 +243,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--merge", action="store_true", help="keep the output's other rows, replace only these runs'")
     parser.add_argument("--collect", action="store_true",
                         help="train nothing: gather the points the runs have written so far, finished or not")
+    parser.add_argument("--records", nargs="+", type=Path, default=None,
+                        help="train nothing: draw these sweep records' runs (their run_dir), --name required")
     parser.add_argument("overrides", nargs="*", help="lmrl.train overrides for every run (after --)")
     args = parser.parse_args(argv)
+    if args.records:
+        if not args.name:
+            parser.error("--records needs --name (the output's <name>.{csv,png})")
+        rows = [row for path in args.records for row in record_rows(path)]
+        tasks = sorted({r["task"] for r in rows})
+        if len(tasks) != 1:
+            parser.error(f"--records draws one task's cells a figure; these records are of {', '.join(tasks)}")
+        out = args.out / args.name
+        write_csv(rows, out.with_suffix(".csv"))
+        plot(rows, out.with_suffix(".png"), tasks[0])
+        print(f"{len(rows)} curve rows -> {out.with_suffix('.csv')}, {out.with_suffix('.png')}")
+        return
+    if not args.task:
+        parser.error("--task is required (or --records)")
     args.runs = args.runs or args.out / "runs"
     threads = worker_threads(args.workers)
     jobs = [(a, s) for a in args.algos for s in args.seeds]

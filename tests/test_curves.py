@@ -65,7 +65,8 @@ def test_the_loss_axis_is_logarithmic_only_over_a_decade_or_more():
 
 
 def test_online_runs_draw_rollouts_kl_and_the_value_heads_health(tmp_path, monkeypatch):
-    """An online study gets a panel per rounds.csv series some run has: PPO's explained variance only with PPO."""
+    """An online study gets a panel per rounds.csv series some run has: PPO's explained variance only with PPO,
+    ArCHer's critic fit only with ArCHer."""
     drawn = []
     import matplotlib.axes
 
@@ -73,8 +74,9 @@ def test_online_runs_draw_rollouts_kl_and_the_value_heads_health(tmp_path, monke
     monkeypatch.setattr(matplotlib.axes.Axes, "set_title", lambda ax, title, **kw: (drawn.append(title),
                                                                                        original(ax, title, **kw)))
     rows = [{"task": "maze_fo", "algo": algo, "seed": 0, "round": r, "normalized_score": 50 + r, "kl": 0.01 * r,
-             **({"explained_variance": 0.1 * r} if algo == "ppo (r40)" else {})}
-            for algo in ("ppo (r40)", "online_filtered_bc") for r in range(3)]
+             **({"explained_variance": 0.1 * r} if algo == "ppo (r40)" else {}),
+             **({"critic/spearman_states": 0.3 * r} if algo == "archer" else {})}
+            for algo in ("ppo (r40)", "online_filtered_bc", "archer") for r in range(3)]
     curves.plot([{k: v for k, v in r.items() if k != "kl" or r["algo"] != "online_filtered_bc"} for r in rows],
                 tmp_path / "online.png", "maze_fo")
     assert drawn == [title for _, title in curves.ONLINE_PANELS]
@@ -135,3 +137,42 @@ def test_collect_gathers_an_unfinished_run_without_training(tmp_path, monkeypatc
     assert "unfinished, 2 points so far" in capsys.readouterr().out
     with open(out / "guess.csv") as f:
         assert [(r["algo"], r["step"]) for r in csv.DictReader(f)] == [("bc (16k)", "2000"), ("bc (16k)", "4000")]
+
+
+def test_records_draw_a_sweep_cells_curves_with_their_start_and_final_scores(tmp_path, capsys):
+    """`--records` trains nothing: each record's run directory gives its rounds, each row carries the record's start
+    and final scores and commit; a record whose run is gone, or records of two tasks, are clear errors."""
+    import json
+
+    records = []
+    for seed in (0, 1):
+        run = tmp_path / "runs" / f"wordle__archer__s{seed}"
+        run.mkdir(parents=True)
+        (run / "rounds.csv").write_text("round,normalized_score,kl,critic/spearman_states\n"
+                                        f"0,{seed},0.0,0.1\n1,{seed + 5},0.01,0.8\n")
+        path = tmp_path / f"wordle__archer__s{seed}.json"
+        path.write_text(json.dumps({"task": "wordle", "algo": "archer", "seed": seed, "run_dir": str(run),
+                                    "normalized_score": 7.5 + seed, "start_normalized": 1.5, "git_commit": "abc"}))
+        records.append(str(path))
+    out = tmp_path / "curves"
+    curves.main(["--records", *records, "--name", "wordle_archer", "--out", str(out)])
+    with open(out / "wordle_archer.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["seed"], r["round"], r["normalized_score"]) for r in rows] == [("0", "0", "0"), ("0", "1", "5"),
+                                                                              ("1", "0", "1"), ("1", "1", "6")]
+    assert {(r["start_normalized"], r["final_normalized"], r["git_commit"]) for r in rows} == {("1.5", "7.5", "abc"),
+                                                                                             ("1.5", "8.5", "abc")}
+    assert (out / "wordle_archer.png").stat().st_size > 10_000
+    gone = tmp_path / "gone.json"
+    gone.write_text(json.dumps({"task": "wordle", "algo": "archer", "seed": 2, "run_dir": str(tmp_path / "nowhere"),
+                                "normalized_score": 0.0}))
+    with pytest.raises(SystemExit, match="gone.json names run directory .*nowhere, which has no rounds.csv"):
+        curves.main(["--records", str(gone), "--name", "x", "--out", str(out)])
+    other = json.loads(Path(records[0]).read_text()) | {"task": "maze_fo"}
+    Path(records[1]).write_text(json.dumps(other))
+    with pytest.raises(SystemExit):
+        curves.main(["--records", *records, "--name", "x", "--out", str(out)])
+    assert "these records are of maze_fo, wordle" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        curves.main(["--records", records[0], "--out", str(out)])
+    assert "--records needs --name" in capsys.readouterr().err
