@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,10 +243,29 @@ def right_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tens
     return ids, mask
 
 
+def final_critic_health(rounds: Sequence[dict], last: int = 5) -> dict[str, float]:
+    """The critic's health at the end of a run, for its record: the means over the `last` rounds of each round's
+    fit on its fresh rollouts (`critic/spearman_states`, `critic/value_bias`, ...; a NaN correlation, from rollouts
+    of one return, left out), and `fitted` when the mean per-state correlation reaches the value methods' bar."""
+    tail = list(rounds)[-last:]
+    out = {}
+    for key in ("critic/spearman", "critic/spearman_states", "critic/value_bias", "critic/value_rmse"):
+        values = [float(r[key]) for r in tail if key in r and not math.isnan(float(r[key]))]
+        if values:
+            out[key] = sum(values) / len(values)
+    if "critic/spearman_states" in out:
+        out["critic/fitted"] = float(out["critic/spearman_states"] >= MIN_SPEARMAN)
+    return out
+
+
 class ArcherTrainer(OnlineTrainer):
     """ArCHer's rounds (the module docstring): rollouts into a replay buffer, then joint critic and actor steps."""
 
     config_class = ArcherConfig
+
+    def fit(self) -> dict:
+        """The rounds, and the critic's health over the last 5 (its record's `critic/*`)."""
+        return {**super().fit(), **final_critic_health(self.rounds)}
 
     def setup_models(self, bc_dir: Path) -> None:
         """The actor (the BC stage, dropout off), a critic whose trunk is another copy of it, the frozen target critic,

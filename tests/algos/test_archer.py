@@ -11,9 +11,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from lmrl.algos.archer import (
-    ArcherConfig, ArcherModel, ArcherTrainer, ReplayBuffer, Transition, TurnCritic, discounted_returns, joined,
-    right_padded,
-    turn_value_fit,
+    ArcherConfig, ArcherModel, ArcherTrainer, ReplayBuffer, Transition, TurnCritic, discounted_returns,
+    final_critic_health, joined, right_padded, turn_value_fit,
 )
 from lmrl.algos.turn_losses import archer_actor_loss, archer_advantages, archer_critic_loss
 from lmrl.dist import OptimConfig, TorchEngine
@@ -87,6 +86,21 @@ def test_critic_fit_ranks_states_by_their_mean_return():
     assert fit["critic/value_rmse"] == pytest.approx(((0 + 4 + 16 + 36 + 9) / 5) ** 0.5)
     assert fit["critic/fitted"] == 1.0
     assert turn_value_fit(-values, returns, states=[7, 7, 8, 8, 9])["critic/fitted"] == 0.0
+
+
+def test_the_record_gets_the_critics_fit_over_the_last_rounds():
+    """The run's critic/* are the last 5 rounds' means (a NaN correlation, from rollouts of one return, left out), and
+    it fits when that mean per-state correlation reaches 0.5."""
+    rounds = [{"round": 0, "critic/spearman_states": -0.9, "critic/value_bias": 9.0}]  # before the last 5: ignored
+    rounds += [{"round": r, "critic/spearman_states": rho, "critic/value_bias": bias}
+               for r, (rho, bias) in enumerate([(0.4, 0.1), (0.6, -0.1), (float("nan"), 0.3), (0.7, 0.0), (0.5, 0.2)], 1)]
+    health = final_critic_health(rounds)
+    assert health["critic/spearman_states"] == pytest.approx(0.55)  # (0.4 + 0.6 + 0.7 + 0.5) / 4
+    assert health["critic/value_bias"] == pytest.approx(0.1)
+    assert health["critic/fitted"] == 1.0 and "critic/spearman" not in health
+    rounds[-1]["critic/spearman_states"] = 0.2
+    assert final_critic_health(rounds)["critic/fitted"] == 0.0  # 0.475
+    assert final_critic_health([{"round": 0}]) == {}
 
 
 def test_replay_buffer_keeps_the_last_transitions_and_draws_reproducibly():
