@@ -200,6 +200,7 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
                 ax.axhline(float(series[0]["start_normalized"]), ls="--", lw=1, color=colour[(algo, seed)])
                 ax.plot([int(series[-1]["round"]) + 1], [float(series[-1]["final_normalized"])], marker="*", ms=10,
                         color=colour[(algo, seed)])
+                title = f"{title.split(chr(10))[0]}\n(dashed: start, star: final; both held out)"
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("round")
     for ax in axes:

@@ -743,3 +743,11 @@ def test_rl_columns_start_from_their_rows_bc_cell():
     assert shared == set(sweep.spec["tasks"])  # Guess My City's too: its RL columns start from the 8000-step BC cell
     assert bc_stage_of(configs["maze_fo", "bc"]) != bc_stage_of(plan("table2_small", [], {"seed": {"1"}, "task": {
         "maze_fo"}, "algo": {"bc"}}).configs["maze_fo__bc__s1"])  # another seed, another stage
+
+
+def test_the_readme_counts_table2_smalls_cells_as_its_plan_does():
+    """The README's cell count of `make reproduce-small` is the committed plan's (`--plan-only` writes it)."""
+    cells = len(json.loads((ROOT / "results/records/table2_small/plan.json").read_text())["cells"])
+    readme = (ROOT / "README.md").read_text()
+    counts = re.findall(r"table2_small: (\d+) cells", readme) + re.findall(r"(\d+) cells \(`--plan-only` counts", readme)
+    assert counts and set(counts) == {str(cells)}, (counts, cells)
