@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +51,11 @@ ONLINE_PANELS = [("normalized_score", "online: rollout normalized score"),
                  ("kl", "online: KL to the BC policy, per token"),
                  ("explained_variance", "PPO value head: explained variance\n(round's targets, before its update)"),
                  ("critic/spearman_states", "ArCHer critic: per-state Spearman(V, return)\n(round's rollouts)")]
+
+
+def curve_file(algo: str) -> str:
+    """The file a run writes its curve to: one row per round (online) or per curve point (offline)."""
+    return "rounds.csv" if algo in ONLINE else "curve.csv"
 
 
 def run_dir(runs: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
@@ -96,7 +102,7 @@ def run_one(task: str, algo: str, seed: int, args, threads: int) -> Path:
 def collected(runs: Path, task: str, algo: str, seed: int, tag: str = "") -> Path:
     """The run directory of a `--collect`: it must have written a point; an unfinished run is named on stdout."""
     directory = run_dir(runs, task, algo, seed, tag)
-    curve = directory / ("rounds.csv" if algo in ONLINE else "curve.csv")
+    curve = directory / curve_file(algo)
     if not curve.exists():
         raise SystemExit(f"--collect: {curve} does not exist (no point written yet); "
                          f"run the same command without --collect to train it")
@@ -109,19 +115,16 @@ def collected(runs: Path, task: str, algo: str, seed: int, tag: str = "") -> Pat
 
 def rows_of(directory: Path, task: str, algo: str, seed: int, tag: str = "") -> list[dict]:
     """The run's curve rows with `task, algo, seed` and an x axis: `epochs` (offline) or `round`."""
-    name = "rounds.csv" if algo in ONLINE else "curve.csv"
-    with open(directory / name) as f:
+    with open(directory / curve_file(algo)) as f:
         return [{"task": task, "algo": label(algo, tag), "seed": seed, **row} for row in csv.DictReader(f)]
 
 
 def record_rows(path: Path) -> list[dict]:
     """A sweep cell's curve rows from its JSON record: its run directory's rounds.csv (online) or curve.csv, each row
     with the record's start and final held-out scores and commit."""
-    import json
-
     record = json.loads(Path(path).read_text())
     directory = Path(record.get("run_dir") or "")
-    name = "rounds.csv" if record["algo"] in ONLINE else "curve.csv"
+    name = curve_file(record["algo"])
     if not (directory / name).exists():
         raise SystemExit(f"--records: {path} names run directory {directory or '(none)'}, which has no {name} "
                          f"(the run was elsewhere or is gone)")
@@ -200,7 +203,8 @@ def plot(rows: list[dict], path: Path, task: str) -> None:
                 ax.axhline(float(series[0]["start_normalized"]), ls="--", lw=1, color=colour[(algo, seed)])
                 ax.plot([int(series[-1]["round"]) + 1], [float(series[-1]["final_normalized"])], marker="*", ms=10,
                         color=colour[(algo, seed)])
-                title = f"{title.split(chr(10))[0]}\n(dashed: start, star: final; both held out)"
+        if any(line.get_marker() == "*" for line in ax.lines):  # a record's start and final marks are drawn
+            title += "\n(dashed: start, star: final; both held out)"
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("round")
     for ax in axes:
