@@ -328,15 +328,25 @@ def plot_seats(frame, path: Path, title: str, labels: Sequence[str] = ("seller (
     plt.close(fig)
 
 
-def plot_elo(frame, path: Path, title: str) -> None:
+def plot_elo(frame, path: Path, title: str, rounds=None) -> None:
     """Rating against rounds with its 95% interval shaded, one line per seed where `frame` has a `seed` column;
-    random play's 1000 marked."""
+    random play's 1000 marked.  With `rounds` (`collect_rounds`), a second panel: the share of each training round's
+    episodes with an invalid move, per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    if rounds is None or rounds.empty:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+    else:
+        fig, (ax, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+        for seed, rows in rounds.groupby("seed"):
+            right.plot(rows["round"], 100 * rows["invalid_rate"], marker=".", markersize=3, label=f"seed {seed}")
+        right.set_xlabel("rounds of self-play")
+        right.set_ylabel("% of the round's episodes")
+        right.set_title("training rounds: episodes with an invalid move (sampled)", fontsize=9)
+        right.legend(fontsize=8)
     groups = list(frame.groupby("seed")) if "seed" in frame else [(None, frame)]
     for seed, rows in groups:
         label = "policy" if seed is None else f"seed {seed}"
@@ -385,9 +395,30 @@ def collect_curves(records: Sequence[Path]):
     return pd.concat(frames, ignore_index=True).sort_values(["seed", "round"], kind="stable")
 
 
+def collect_rounds(records: Sequence[Path]):
+    """Each run's training rounds (`rounds.csv`): the seed, the round, the share of its episodes with an invalid move
+    and the KL to the BC start, one row a round; runs without a `rounds.csv` are left out."""
+    import json
+
+    import pandas as pd
+
+    frames = []
+    for path in records:
+        record = json.loads(Path(path).read_text())
+        rounds = Path(record.get("run_dir") or ".") / "rounds.csv"
+        if rounds.is_file():
+            frame = pd.read_csv(rounds).reindex(columns=["round", "invalid_rate", "kl"])
+            frames.append(frame.assign(seed=record["seed"]).round({"invalid_rate": 4, "kl": 4}))
+    if not frames:
+        return pd.DataFrame(columns=["seed", "round", "invalid_rate", "kl"])
+    frame = pd.concat(frames, ignore_index=True)[["seed", "round", "invalid_rate", "kl"]]
+    return frame.sort_values(["seed", "round"], kind="stable", ignore_index=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m lmrl.algos.selfplay curves RECORD.json... --out results/curves/kuhn_selfplay`: the runs' Elo curves in
-    one CSV and one plot (`<out>.csv`, `<out>.png`)."""
+    one CSV and one plot (`<out>.csv`, `<out>.png`); for a zero-sum game, each training round's invalid-move share and
+    KL too (`<out>_rounds.csv`, the plot's second panel)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m lmrl.algos.selfplay", description=main.__doc__)
@@ -400,8 +431,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     frame.to_csv(args.out.with_suffix(".csv"), index=False)
     seeds = ", ".join(str(int(s)) for s in sorted(frame["seed"].unique()))
     if "rating" in frame:
+        rounds = collect_rounds(args.records)
+        if not rounds.empty:
+            rounds.to_csv(args.out.with_name(args.out.name + "_rounds.csv"), index=False)
         plot_elo(frame, args.out.with_suffix(".png"),
-                 f"{frame['game'].iloc[0]} selfplay, seeds {seeds}: Elo on the ladder")
+                 f"{frame['game'].iloc[0]} selfplay, seeds {seeds}: Elo on the ladder", rounds)
     else:
         plot_seats(frame, args.out.with_suffix(".png"),
                    f"{frame['game'].iloc[0]} selfplay, seeds {seeds}: each seat against the scripted side")

@@ -216,6 +216,13 @@ def test_curves_gathers_each_runs_ratings_with_its_provenance(tmp_path):
     assert frame["seed"].tolist() == [0, 0, 1, 1] and frame["rating"].tolist()[0] == 1000.0
     assert frame["commit"].tolist() == ["0123456"] * 2 + ["0123456+dirty"] * 2
     assert set(frame["machine"]) == {"AMD EPYC (no bf16)"} and out.with_suffix(".png").stat().st_size > 1000
+    # no run has a rounds.csv: no per-round file
+    assert not (tmp_path / "curves" / "kuhn_selfplay_rounds.csv").exists()
+    # seed 1's training rounds: their invalid share and KL, one row a round (seed 0 has none and is left out)
+    (tmp_path / "run1" / "rounds.csv").write_text("round,return_mean,invalid_rate,kl\n0,0.1,0.0,0.02\n1,0.0,0.41234,9.3\n")
+    assert main(["curves", *records, "--out", str(out)]) == 0
+    rounds = pd.read_csv(tmp_path / "curves" / "kuhn_selfplay_rounds.csv")
+    assert rounds.to_dict("list") == {"seed": [1, 1], "round": [0, 1], "invalid_rate": [0.0, 0.4123], "kl": [0.02, 9.3]}
     other = tmp_path / "bc.json"
     other.write_text(json.dumps({"task": "kuhn", "algo": "bc", "seed": 0, "run_dir": str(tmp_path / "run0")}))
     with pytest.raises(ValueError, match="not the record of a finished self-play run"):
