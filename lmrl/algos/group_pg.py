@@ -122,9 +122,13 @@ class GroupPGTrainer(PPOTrainer):
         if not seqs:
             return {"train_steps": 0}
         old, ref = self.old_logprobs(seqs)
-        samples = [Scored(s, lp, lp.new_zeros(0), torch.full_like(lp, a), lp.new_zeros(0), r)
+        samples = [Scored(s, lp, lp.new_zeros(0), self.token_advantages(s, lp, a), lp.new_zeros(0), r)
                    for s, lp, r, a in zip(seqs, old, ref, seq_adv)]
         return self.optimize(samples, round_idx)
+
+    def token_advantages(self, seq: TokenSequence, logp: torch.Tensor, advantage: float) -> torch.Tensor:
+        """The advantage of each of the sequence's decisions (aligned with `logp`): the episode's, on every one."""
+        return torch.full_like(logp, advantage)
 
     @torch.no_grad()
     def old_logprobs(self, seqs: list[TokenSequence]) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:

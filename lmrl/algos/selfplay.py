@@ -41,6 +41,7 @@ from lmrl.algos.online import OnlineConfig
 from lmrl.algos.sweet_critic import load_lm
 from lmrl.algos.turn_losses import role_advantages
 from lmrl.data.jsonl import write_episodes
+from lmrl.data.tokenize import move_ends
 from lmrl.dist import gather_lists, is_main, shard
 import lmrl.envs.dialogue.car_dealer_game  # noqa: F401 - registers car_dealer (task=car_dealer_duel)
 from lmrl.envs.base import Episode
@@ -71,6 +72,9 @@ class SelfPlayConfig(OnlineConfig):
     cliprange: float = 0.2
     # Weight of the k3 KL(pi || pi_BC) term (0 = none).
     kl_coef: float = 0.05
+    # Whether a move's last token (its end-of-move token) carries the episode's advantage; false: it gets none, and
+    # only the KL term trains it (docs/algorithms/self-play.md#kuhn-poker).
+    move_end_advantage: bool = True
     # Sequences per no-grad pass when computing old log-probs (memory, not math).
     score_batch_size: int = 64
     # Rate the policy on the Elo ladder every this many rounds and before the first (0 = never), with this many
@@ -224,6 +228,14 @@ class SelfPlayTrainer(GroupPGTrainer):
             logs.update({f"{'elo' if self.zero_sum else 'score'}_{k}": v for k, v in self.rate(done).items()
                          if k in keys})
         return logs
+
+    def token_advantages(self, seq, logp: torch.Tensor, advantage: float) -> torch.Tensor:
+        """The episode's advantage on every decision, or, with `move_end_advantage` false, on all but each move's
+        last token, which gets 0."""
+        adv = torch.full_like(logp, advantage)
+        if not self.cfg.move_end_advantage:
+            adv[torch.from_numpy(move_ends(seq.action_mask))] = 0.0
+        return adv
 
     def rate(self, rounds_done: int) -> dict:
         """The current policy's rating on the game's ladder (`lmrl.ladder.rate`), kept for `elo.csv`; for a

@@ -150,6 +150,14 @@ def decision_points(action_mask: torch.Tensor, attention_mask: torch.Tensor | No
     return decide
 
 
+def move_ends(action_mask: np.ndarray) -> np.ndarray:
+    """[T] -> [number of decisions]: for each decision (an agent token after the first position, in order), whether
+    it is the last token of its move (the next token is not an agent token, or there is none)."""
+    agent = np.asarray(action_mask, dtype=bool)
+    after = np.append(agent[1:], False)
+    return ~after[1:][agent[1:]]
+
+
 def next_decision_index(decide: torch.Tensor) -> torch.Tensor:
     """[..., L] bool -> [..., L] long: the first decision point strictly after t, else NO_NEXT.
 

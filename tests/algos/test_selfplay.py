@@ -89,6 +89,26 @@ def test_config_validation_names_the_keys():
         assert key in text
 
 
+def test_move_end_advantage_false_leaves_each_moves_last_token_to_the_kl_term():
+    """Two moves ("check", "\\n") and ("bet", "call", "\\n") after observations: with the option off, the episode's
+    advantage sits on every decision but the two end-of-move tokens; on (the default), on all five."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from lmrl.algos.selfplay import SelfPlayTrainer
+    from lmrl.data.tokenize import TokenSequence
+
+    mask = np.array([0, 0, 1, 1, 0, 1, 1, 1], dtype=bool)
+    seq = TokenSequence(np.arange(8, dtype=np.int32), mask, np.zeros(8, np.float32), True)
+    logp = torch.zeros(int(mask[1:].sum()))
+    on = SelfPlayTrainer.token_advantages(SimpleNamespace(cfg=SelfPlayConfig()), seq, logp, -0.5)
+    off = SelfPlayTrainer.token_advantages(SimpleNamespace(cfg=SelfPlayConfig(move_end_advantage=False)), seq, logp,
+                                           -0.5)
+    assert on.tolist() == [-0.5] * 5
+    assert off.tolist() == [-0.5, 0.0, -0.5, -0.5, 0.0]
+
+
 # -- two-seat rollout ----------------------------------------------------------------------------------------
 class FirstLegal:
     """A batched 'LM' policy that answers the first legal move it can read off a tic-tac-toe observation, and counts
