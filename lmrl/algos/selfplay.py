@@ -72,8 +72,9 @@ class SelfPlayConfig(OnlineConfig):
     cliprange: float = 0.2
     # Weight of the k3 KL(pi || pi_BC) term (0 = none).
     kl_coef: float = 0.05
-    # Whether a move's last token (its end-of-move token) carries the episode's advantage; false: it gets none, and
-    # only the KL term trains it (docs/algorithms/self-play.md#kuhn-poker).
+    # Whether the token that ends a move after its text (its end-of-move token) carries the episode's advantage;
+    # false: it gets none, and only the KL term trains it (an empty move's one token keeps its advantage)
+    # (docs/algorithms/self-play.md#kuhn-poker).
     move_end_advantage: bool = True
     # Sequences per no-grad pass when computing old log-probs (memory, not math).
     score_batch_size: int = 64
@@ -230,8 +231,8 @@ class SelfPlayTrainer(GroupPGTrainer):
         return logs
 
     def token_advantages(self, seq, logp: torch.Tensor, advantage: float) -> torch.Tensor:
-        """The episode's advantage on every decision, or, with `move_end_advantage` false, on all but each move's
-        last token, which gets 0."""
+        """The episode's advantage on every decision, or, with `move_end_advantage` false, on all but the tokens that
+        end a move after its text (`move_ends`), which get 0."""
         adv = torch.full_like(logp, advantage)
         if not self.cfg.move_end_advantage:
             adv[torch.from_numpy(move_ends(seq.action_mask))] = 0.0

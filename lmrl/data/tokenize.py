@@ -152,10 +152,12 @@ def decision_points(action_mask: torch.Tensor, attention_mask: torch.Tensor | No
 
 def move_ends(action_mask: np.ndarray) -> np.ndarray:
     """[T] -> [number of decisions]: for each decision (an agent token after the first position, in order), whether
-    it is the last token of its move (the next token is not an agent token, or there is none)."""
+    it ends a move of two or more tokens (the next token is not an agent token, or there is none, and the previous
+    one is).  A move of one token is its own decision, not an end after one."""
     agent = np.asarray(action_mask, dtype=bool)
     after = np.append(agent[1:], False)
-    return ~after[1:][agent[1:]]
+    before = np.insert(agent[:-1], 0, False)
+    return (~after & before)[1:][agent[1:]]
 
 
 def next_decision_index(decide: torch.Tensor) -> torch.Tensor:

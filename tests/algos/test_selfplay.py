@@ -90,8 +90,9 @@ def test_config_validation_names_the_keys():
 
 
 def test_move_end_advantage_false_leaves_each_moves_last_token_to_the_kl_term():
-    """Two moves ("check", "\\n") and ("bet", "call", "\\n") after observations: with the option off, the episode's
-    advantage sits on every decision but the two end-of-move tokens; on (the default), on all five."""
+    """Moves ("check", "\\n"), ("bet", "call", "\\n") and ("\\n",) after observations: with the option off, the
+    episode's advantage sits on every decision but the first two moves' end-of-move tokens (an empty move's "\\n" is
+    its only decision, and keeps it); on (the default), on all six."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -99,14 +100,14 @@ def test_move_end_advantage_false_leaves_each_moves_last_token_to_the_kl_term():
     from lmrl.algos.selfplay import SelfPlayTrainer
     from lmrl.data.tokenize import TokenSequence
 
-    mask = np.array([0, 0, 1, 1, 0, 1, 1, 1], dtype=bool)
-    seq = TokenSequence(np.arange(8, dtype=np.int32), mask, np.zeros(8, np.float32), True)
+    mask = np.array([0, 0, 1, 1, 0, 1, 1, 1, 0, 1], dtype=bool)
+    seq = TokenSequence(np.arange(10, dtype=np.int32), mask, np.zeros(10, np.float32), True)
     logp = torch.zeros(int(mask[1:].sum()))
     on = SelfPlayTrainer.token_advantages(SimpleNamespace(cfg=SelfPlayConfig()), seq, logp, -0.5)
     off = SelfPlayTrainer.token_advantages(SimpleNamespace(cfg=SelfPlayConfig(move_end_advantage=False)), seq, logp,
                                            -0.5)
-    assert on.tolist() == [-0.5] * 5
-    assert off.tolist() == [-0.5, 0.0, -0.5, -0.5, 0.0]
+    assert on.tolist() == [-0.5] * 6
+    assert off.tolist() == [-0.5, 0.0, -0.5, -0.5, 0.0, -0.5]
 
 
 # -- two-seat rollout ----------------------------------------------------------------------------------------
