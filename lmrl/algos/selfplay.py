@@ -235,7 +235,7 @@ class SelfPlayTrainer(GroupPGTrainer):
         end a move after its text (`move_ends`), which get 0."""
         adv = torch.full_like(logp, advantage)
         if not self.cfg.move_end_advantage:
-            adv[torch.from_numpy(move_ends(seq.action_mask))] = 0.0
+            adv[torch.from_numpy(move_ends(seq.action_mask)).to(adv.device)] = 0.0
         return adv
 
     def rate(self, rounds_done: int) -> dict:
@@ -376,20 +376,25 @@ def plot_elo(frame, path: Path, title: str, rounds=None) -> None:
     plt.close(fig)
 
 
+def record_and_run(path: Path) -> tuple[dict, Path]:
+    """A run's JSON record and the run directory it names."""
+    import json
+
+    record = json.loads(Path(path).read_text())
+    return record, Path(record.get("run_dir") or ".")
+
+
 def collect_curves(records: Sequence[Path]):
     """The curves of finished self-play runs, from their records (`records.dir`): one row per rating point (Elo, or
     each seat's score in a general-sum game), with the game, the seed, and the commit (`+dirty` for a dirty tree),
     precision and machine the record names, so a curve says which code and machine produced it."""
-    import json
-
     import pandas as pd
 
     from lmrl.report import machine_of
 
     frames = []
     for path in records:
-        record = json.loads(Path(path).read_text())
-        run = Path(record.get("run_dir") or ".")
+        record, run = record_and_run(path)
         curve = next((run / name for name in ("elo.csv", "seats.csv") if (run / name).is_file()), None)
         if record.get("algo") != "selfplay" or curve is None:
             raise ValueError(f"{path}: not the record of a finished self-play run with an elo.csv or seats.csv "
@@ -411,14 +416,12 @@ def collect_curves(records: Sequence[Path]):
 def collect_rounds(records: Sequence[Path]):
     """Each run's training rounds (`rounds.csv`): the seed, the round, the share of its episodes with an invalid move
     and the KL to the BC start, one row a round; runs without a `rounds.csv` are left out."""
-    import json
-
     import pandas as pd
 
     frames = []
     for path in records:
-        record = json.loads(Path(path).read_text())
-        rounds = Path(record.get("run_dir") or ".") / "rounds.csv"
+        record, run = record_and_run(path)
+        rounds = run / "rounds.csv"
         if rounds.is_file():
             frame = pd.read_csv(rounds).reindex(columns=["round", "invalid_rate", "kl"])
             frames.append(frame.assign(seed=record["seed"]).round({"invalid_rate": 4, "kl": 4}))
