@@ -8,7 +8,8 @@ CPU tensor inside.  Every op then runs for real — losses have values, `.item()
 op's arguments:
 
 - an op that takes a device tensor and a host tensor with at least one dimension is recorded
-  as a violation (0-dim host tensors are allowed, as CUDA allows CPU scalars);
+  as a violation (0-dim host tensors are allowed, as CUDA allows CPU scalars), except an in-place
+  copy (`dst.copy_(src)`, what `load_state_dict` does), which CUDA runs across devices;
 - an op that takes a `generator=` whose device is not the op's device is recorded too.
   `torch.Generator(device="meta")` cannot exist, so while the check runs `torch.Generator` is a
   subclass that accepts the virtual device and remembers it.
@@ -36,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 DEVICE = torch.device("meta")
 _REAL_GENERATOR = torch.Generator
+# Ops a GPU runs with one side on the host: an in-place copy transfers (`load_state_dict` into a model on the device).
+CROSS_DEVICE = {torch.ops.aten.copy_.default}
 
 
 def on_device(x) -> bool:
@@ -140,7 +143,7 @@ class _State:
         host_args = [t for t in tensors if not isinstance(t, OnDevice) and t.dim() > 0]
         devices = [a for a in flat if isinstance(a, torch.device)]  # a factory's or a copy's target
         wants_device = any(on_device(d) for d in devices)
-        if device_args and host_args:
+        if device_args and host_args and func not in CROSS_DEVICE:
             self.record(func, ["meta"] + [str(t.device) for t in host_args])
         args, kwargs = tree_map(_to_host, args), tree_map(_to_host, kwargs)
         out = func(*args, **kwargs)

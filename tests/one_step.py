@@ -16,22 +16,29 @@ from lmrl.task import Task
 from lmrl.tracking import NullLogger
 from tests.e2e import ROOT
 
-ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt", "sweet", "group_pg", "archer"]
+ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt", "sweet", "group_pg", "archer",
+         "selfplay"]
 # The RL algorithms start from the saved tiny model instead of training a BC stage.
-RL = {"mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg", "archer"}
+RL = {"mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg", "archer", "selfplay"}
 # SWEET-RL's critic replays the dataset's episodes (up to 100 moves) through the task's env.
 # group PG's KL term is on by default (kl_coef 0.05): the device tests also run its reference model
 # ArCHer's one round trains its actor too (no critic-only warm-up).
-ALGO_OVERRIDES = {"sweet": ["task.env.max_steps=100"], "archer": ["algo.warmup_rounds=0"]}
-SMALL = ["task=maze_fo", "debug=smoke", "smoke.steps=1", "smoke.batch_size=4", "smoke.rounds=1",
-         "smoke.episodes_per_round=2", "smoke.max_steps_per_round=1", "smoke.rerank=true",
-         "task.env.max_steps=3", "model=tiny", "model.n_layer=1", "model.n_embd=32", "model.n_head=2",
+# Self-play plays a two-player game (tic-tac-toe: its text is in the tiny byte-level vocabulary too), rating the
+# policy once after its round (a 2-game match against each rung) with an opponent pool of one snapshot.
+ALGO_OVERRIDES = {"sweet": ["task.env.max_steps=100"], "archer": ["algo.warmup_rounds=0"],
+                  "selfplay": ["smoke.rate_every=1", "smoke.rating_games=2", "algo.snapshot_every=1"]}
+TASKS = {"selfplay": "tictactoe"}
+SMALL = ["debug=smoke", "smoke.steps=1", "smoke.batch_size=4", "smoke.rounds=1",
+         "smoke.episodes_per_round=2", "smoke.max_steps_per_round=1", "smoke.rerank=true", "model=tiny",
+         "model.n_layer=1", "model.n_embd=32", "model.n_head=2",
          "task.data.recipe.episodes=60"]
 
 
-def compose_train(*overrides: str):
+def compose_train(*overrides: str, task: str = "maze_fo"):
+    # a maze episode stops after 3 moves; a two-player game ends by its own rules (at most 9 tic-tac-toe moves)
+    limit = ["task.env.max_steps=3"] if task == "maze_fo" else []
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        return compose("train", overrides=[*SMALL, *overrides])
+        return compose("train", overrides=[f"task={task}", *SMALL, *limit, *overrides])
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +64,7 @@ def one_step_and_turn(algo: str, engine, built, run_dir, *overrides: str) -> tup
     set) and one turn of each evaluation policy."""
     task, model, tokenizer, start = built
     cfg = compose_train(f"algo={algo}", *([f"algo.init_from={start}"] if algo in RL else []),
-                        *ALGO_OVERRIDES.get(algo, []), *overrides)
+                        *ALGO_OVERRIDES.get(algo, []), *overrides, task=TASKS.get(algo, "maze_fo"))
     task = Task(cfg.task, task.cache_dir)  # with this algorithm's task overrides (same recipe: same dataset)
     trainer = build_trainer(cfg.algo, task=task, engine=engine, model=copy.deepcopy(model), tokenizer=tokenizer,
                             logger=NullLogger(), seed=0, run_dir=run_dir, checkpointer=None)

@@ -90,6 +90,9 @@ def test_the_check_catches_what_a_gpu_would_refuse():
         gather_tokens(table[None], host_ids.to(DEVICE))
         pick(table, 1.0, torch.Generator(device=DEVICE).manual_seed(0))
         table * torch.tensor(2.0)  # a 0-dim host scalar is fine on a GPU too
+        model, host_model = torch.nn.Linear(3, 2).to(DEVICE), torch.nn.Linear(3, 2)
+        model.load_state_dict(host_model.state_dict())  # host weights copied in: a transfer, as on a GPU
+        assert model.weight.device == DEVICE and torch.equal(model.weight.cpu(), host_model.weight)
     assert flagged == 4, report(violations)
     assert len(violations) == 4, report(violations)
     assert "gather" in violations[0].op and "multinomial" in violations[3].op

@@ -5,9 +5,9 @@ machine without registry access has plus the carried wheels (../shared/gpu/READM
 Wordle (no TextWorld, Stockfish or sentence encoder), `logger=none`, DeepSpeed built from its wheel.
     bash .gpu-wheels/on-device.sh python3 -m pytest -q -m gpu tests/test_gpu.py
 
-What runs: a smoke run of every algorithm on maze FO on `hardware=gpu` and on `hardware=zero2`
-under torchrun with one process; ILQL on Wordle; ZeRO-2 in fp16 (DeepSpeed refuses fp16 on its CPU
-accelerator, so this is the only place it runs); and one learning check: BC at GPT-2 small's shape
+What runs: a smoke run of every algorithm (`conf/algo/`) on maze FO (self-play: on tic-tac-toe) on
+`hardware=gpu` and on `hardware=zero2` under torchrun with one process; ILQL on Wordle; ZeRO-2 in fp16
+(DeepSpeed refuses fp16 on its CPU accelerator, so this is the only place it runs); and one learning check: BC at GPT-2 small's shape
 (12 x 768) beats its own untrained start on maze FO by a margin.
 """
 
@@ -27,14 +27,16 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU tier needs CUDA; this machine has none"),
 ]
 
-ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt"]
-SMOKE = ["task=maze_fo", "debug=smoke", "logger=none", "task.eval.max_starts=2", "checkpoint.every_steps=0"]
+ALGOS = sorted(p.stem for p in (ROOT / "conf/algo").glob("*.yaml"))
+SMOKE = ["debug=smoke", "logger=none", "task.eval.max_starts=2", "checkpoint.every_steps=0"]
 GPU = {"DS_ACCELERATOR": "cuda"}
 
 
 def algo_overrides(algo: str) -> list[str]:
-    # algo=prompt defaults to SmolLM2, which the GPU image does not carry: the tiny model answers instead
-    return [f"algo={algo}", *(["model=tiny"] if algo == "prompt" else [])]
+    # algo=prompt defaults to SmolLM2, which the GPU image does not carry: the tiny model answers instead.
+    # algo=selfplay plays a two-player game: tic-tac-toe, whose env and ladder need nothing the image lacks.
+    return [f"task={'tictactoe' if algo == 'selfplay' else 'maze_fo'}", f"algo={algo}",
+            *(["model=tiny"] if algo == "prompt" else [])]
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +69,8 @@ def test_smoke_zero2_under_torchrun(algo, tmp_path, cache):
 
 @pytest.mark.parametrize("algo", ["bc", "ilql", "ppo"])
 def test_zero2_fp16_with_loss_scaling(algo, tmp_path, cache):
-    metrics = torchrun_one([*SMOKE, f"algo={algo}", "hardware=zero2", "hardware.engine.precision=fp16"], tmp_path,
-                           cache)
+    metrics = torchrun_one([*SMOKE, *algo_overrides(algo), "hardware=zero2", "hardware.engine.precision=fp16"],
+                           tmp_path, cache)
     assert metrics["episodes"] == 2
 
 
