@@ -275,7 +275,7 @@ def test_table2_small_rows_run_on_the_current_tasks():
     # ArCHer (issue 70): planned on FO maze, where its defaults were sized, and on the tasks whose cost fits a session
     # (a score once it ran); every other task left out with the reason and what is known of the cost
     skip = OmegaConf.load(ROOT / "conf/experiment/table2_small.yaml").sweep.skip
-    planned = {"maze_fo", "text_nav_fo", "wordle", "chess", "endgames"}
+    planned = {"maze_fo", "text_nav_fo", "wordle", "chess", "endgames", "twenty_questions"}
     assert planned == {name for name in read_paper().index if "archer" not in skip.get(name, {})}
     # A measured task's reason gives the projection `python -m lmrl.bench archer` wrote, to the hundredth of an hour
     bench = {r["task"]: r for r in json.loads((ROOT / "results/bench/archer.json").read_text())["summary"]}
