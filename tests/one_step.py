@@ -14,6 +14,7 @@ from hydra.utils import instantiate
 from lmrl.algos.base import build_trainer
 from lmrl.task import Task
 from lmrl.tracking import NullLogger
+from lmrl.utils import seed_everything
 from tests.e2e import ROOT
 
 ALGOS = ["bc", "filtered_bc", "mc", "ilql", "ppo", "online_filtered_bc", "prompt", "sweet", "group_pg", "archer",
@@ -27,6 +28,7 @@ RL = {"mc", "ilql", "ppo", "online_filtered_bc", "sweet", "group_pg", "archer", 
 # policy once after its round (a 2-game match against each rung) with an opponent pool of one snapshot.
 ALGO_OVERRIDES = {"sweet": ["task.env.max_steps=100"], "archer": ["algo.warmup_rounds=0"],
                   "selfplay": ["smoke.rate_every=1", "smoke.rating_games=2", "algo.snapshot_every=1"]}
+# The task of each algorithm's one-off checks (here and in the GPU tier) where it is not the maze.
 TASKS = {"selfplay": "tictactoe"}
 SMALL = ["debug=smoke", "smoke.steps=1", "smoke.batch_size=4", "smoke.rounds=1",
          "smoke.episodes_per_round=2", "smoke.max_steps_per_round=1", "smoke.rerank=true", "model=tiny",
@@ -47,6 +49,7 @@ def built(tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
     cfg = compose_train()
     task = Task(cfg.task, cache)
+    seed_everything(0)  # the same random tiny model whichever tests ran first
     model, tokenizer = instantiate(cfg.model, corpus=task.texts)
     start = tmp_path_factory.mktemp("start")
     model.save_pretrained(start)
@@ -66,6 +69,7 @@ def one_step_and_turn(algo: str, engine, built, run_dir, *overrides: str) -> tup
     cfg = compose_train(f"algo={algo}", *([f"algo.init_from={start}"] if algo in RL else []),
                         *ALGO_OVERRIDES.get(algo, []), *overrides, task=TASKS.get(algo, "maze_fo"))
     task = Task(cfg.task, task.cache_dir)  # with this algorithm's task overrides (same recipe: same dataset)
+    seed_everything(0)  # as lmrl.train does: what the step draws does not depend on the tests run before it
     trainer = build_trainer(cfg.algo, task=task, engine=engine, model=copy.deepcopy(model), tokenizer=tokenizer,
                             logger=NullLogger(), seed=0, run_dir=run_dir, checkpointer=None)
     if algo == "group_pg":

@@ -7,8 +7,8 @@ Wordle (no TextWorld, Stockfish or sentence encoder), `logger=none`, DeepSpeed b
 
 What runs: a smoke run of every algorithm (`conf/algo/`) on maze FO (self-play: on tic-tac-toe) on
 `hardware=gpu` and on `hardware=zero2` under torchrun with one process; ILQL on Wordle; ZeRO-2 in fp16
-(DeepSpeed refuses fp16 on its CPU accelerator, so this is the only place it runs); and one learning check: BC at GPT-2 small's shape
-(12 x 768) beats its own untrained start on maze FO by a margin.
+(DeepSpeed refuses fp16 on its CPU accelerator, so this is the only place it runs); and one learning
+check: BC at GPT-2 small's shape (12 x 768) beats its own untrained start on maze FO by a margin.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from tests.e2e import ROOT, cli_env, run_cli
+from tests.one_step import TASKS
 
 pytestmark = [
     pytest.mark.gpu,
@@ -34,9 +35,8 @@ GPU = {"DS_ACCELERATOR": "cuda"}
 
 def algo_overrides(algo: str) -> list[str]:
     # algo=prompt defaults to SmolLM2, which the GPU image does not carry: the tiny model answers instead.
-    # algo=selfplay plays a two-player game: tic-tac-toe, whose env and ladder need nothing the image lacks.
-    return [f"task={'tictactoe' if algo == 'selfplay' else 'maze_fo'}", f"algo={algo}",
-            *(["model=tiny"] if algo == "prompt" else [])]
+    # algo=selfplay plays a two-player game (TASKS: tic-tac-toe, whose env and ladder need nothing the image lacks).
+    return [f"task={TASKS.get(algo, 'maze_fo')}", f"algo={algo}", *(["model=tiny"] if algo == "prompt" else [])]
 
 
 @pytest.fixture(scope="module")
